@@ -1,0 +1,42 @@
+"""The errors a caller can see, each with a stable code.
+
+    WarmkernelError(code, message)      every failure a tool or CLI verb reports
+      codes for the caller's mistakes:  invalid_arguments, invalid_directive, invalid_stream,
+                                        invalid_line_range, invalid_max_chars, invalid_context,
+                                        invalid_query, invalid_timeout, invalid_limit,
+                                        execution_not_found
+      codes for the kernel's state:     busy, kernel_start_failed
+      codes for start-up:               workspace_config_failed, python_not_usable
+
+A Python exception raised by a cell is never one of these: it is an execution in state `error`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ErrorCode = Literal[
+    "invalid_arguments",
+    "invalid_directive",
+    "invalid_stream",
+    "invalid_line_range",
+    "invalid_max_chars",
+    "invalid_context",
+    "invalid_query",
+    "invalid_timeout",
+    "invalid_limit",
+    "execution_not_found",
+    "busy",
+    "kernel_start_failed",
+    "workspace_config_failed",
+    "python_not_usable",
+]
+
+
+class WarmkernelError(Exception):
+    """A failure reported to the caller as `<code>: <message>`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code: ErrorCode = code
+        self.message = message

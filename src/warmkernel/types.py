@@ -1,0 +1,41 @@
+"""The project's vocabulary: ids, stream names and states, named once and imported everywhere."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal, NewType
+
+ExecutionNumber = NewType("ExecutionNumber", int)
+"""warmkernel's own execution number (1, 2, ...), never IPython's `execution_count`."""
+
+Generation = NewType("Generation", int)
+"""Which kernel process ran a record: 1 for the first kernel, +1 for every replacement."""
+
+MsgId = NewType("MsgId", str)
+"""A Jupyter message id, used to route replies and IOPub messages to their request."""
+
+StreamName = Literal["stdout", "stderr", "result", "traceback"]
+"""A stream that output is appended to."""
+
+ReadableStream = Literal["combined", "stdout", "stderr", "result", "traceback"]
+"""A stream that can be read or searched: the four appendable ones plus `combined`."""
+
+APPENDABLE_STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "result", "traceback")
+READABLE_STREAMS: tuple[ReadableStream, ...] = ("combined", *APPENDABLE_STREAMS)
+
+
+class ExecutionState(str, Enum):
+    """Lifecycle of one execution: `running`, then exactly one terminal state."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+    KILLED = "killed"
+    """The kernel was reset while the cell ran."""
+    DIED = "died"
+    """The kernel process exited while the cell ran."""
+
+    @property
+    def finished(self) -> bool:
+        return self is not ExecutionState.RUNNING

@@ -7,6 +7,7 @@
                                         execution_not_found
       codes for the kernel's state:     busy, kernel_start_failed
       codes for start-up:               workspace_config_failed, python_not_usable
+      our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
 """
@@ -30,6 +31,7 @@ ErrorCode = Literal[
     "kernel_start_failed",
     "workspace_config_failed",
     "python_not_usable",
+    "internal_error",
 ]
 
 

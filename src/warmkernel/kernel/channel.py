@@ -1,0 +1,174 @@
+"""The one router between a kernel's sockets and the requests waiting on them.
+
+Each Jupyter message is parsed here, exactly once, into a typed event; nothing past this
+module indexes `msg["content"]`. One reader per channel (shell, IOPub) routes every event to
+the inbox registered for its parent msg_id; events for unknown parents are logged and dropped,
+so the wrong waiter never swallows a message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
+
+from warmkernel.types import MsgId
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: Literal["stdout", "stderr"]
+    text: str
+
+
+@dataclass(frozen=True)
+class Display:
+    """display_data or update_display_data: a MIME bundle shown without an `Out[N]:` label."""
+
+    data: Mapping[str, Any]
+    update: bool = False
+
+
+@dataclass(frozen=True)
+class Result:
+    """execute_result: the value of the cell's last expression."""
+
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Error:
+    ename: str
+    evalue: str
+    traceback: list[str]
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str
+
+
+@dataclass(frozen=True)
+class ExecuteInput:
+    """The kernel began running the code (its SIGINT handler is now armed)."""
+
+
+@dataclass(frozen=True)
+class ClearOutput:
+    wait: bool
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A shell reply (execute_reply, kernel_info_reply)."""
+
+    msg_type: str
+    status: str
+    ename: str = ""
+    evalue: str = ""
+    content: Mapping[str, Any] = field(default_factory=dict)
+
+
+Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | Reply
+
+
+class Inbox(Protocol):
+    """Whatever waits on one request: receives every event whose parent is that request."""
+
+    def deliver(self, event: Event) -> None: ...
+
+
+def parse_iopub(msg: Mapping[str, Any]) -> Event | None:
+    """Turn one IOPub message into an event, or None for types nobody here needs."""
+    msg_type = msg["header"]["msg_type"]
+    content = msg["content"]
+    match msg_type:
+        case "stream":
+            name = "stderr" if content.get("name") == "stderr" else "stdout"
+            return Stream(name, content.get("text", ""))
+        case "display_data" | "update_display_data":
+            return Display(content.get("data") or {}, update=msg_type == "update_display_data")
+        case "execute_result":
+            return Result(content.get("data") or {})
+        case "error":
+            return Error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback") or [])
+        case "status":
+            return Status(content.get("execution_state", ""))
+        case "execute_input":
+            return ExecuteInput()
+        case "clear_output":
+            return ClearOutput(bool(content.get("wait")))
+        case _:
+            return None
+
+
+def parse_reply(msg: Mapping[str, Any]) -> Reply:
+    content = msg["content"]
+    return Reply(
+        msg_type=msg["header"]["msg_type"],
+        status=content.get("status", ""),
+        ename=content.get("ename", ""),
+        evalue=content.get("evalue", ""),
+        content=content,
+    )
+
+
+class KernelChannel:
+    """Sends requests to one kernel and routes what comes back by parent msg_id."""
+
+    def __init__(self, connection_info: Mapping[str, Any]) -> None:
+        self._client = AsyncKernelClient()
+        self._client.load_connection_info(dict(connection_info))  # pyright: ignore[reportArgumentType]
+        self._inboxes: dict[MsgId, Inbox] = {}
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read both channels until cancelled."""
+        self._client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read, self._client.shell_channel, parse_reply)
+                tg.start_soon(self._read, self._client.iopub_channel, parse_iopub)
+                task_status.started()
+        finally:
+            self._client.stop_channels()
+
+    async def _read(self, channel: AsyncZMQSocketChannel, parse: Any) -> None:
+        while True:
+            msg = await channel.get_msg()
+            parent = MsgId(msg.get("parent_header", {}).get("msg_id", ""))
+            inbox = self._inboxes.get(parent)
+            if inbox is None:
+                log.debug("dropping %s for unknown parent %r", msg["header"]["msg_type"], parent)
+                continue
+            event = parse(msg)
+            if event is not None:
+                inbox.deliver(event)
+
+    def execute(self, code: str, inbox: Inbox, *, silent: bool = False) -> MsgId:
+        """Send an execute_request; input() fails at once because stdin is not offered.
+
+        A silent request leaves no trace in the kernel's history or execution count.
+        """
+        msg_id = MsgId(
+            self._client.execute(
+                code, silent=silent, store_history=not silent, allow_stdin=False, stop_on_error=False
+            )
+        )
+        self._inboxes[msg_id] = inbox
+        return msg_id
+
+    def kernel_info(self, inbox: Inbox) -> MsgId:
+        msg_id = MsgId(self._client.kernel_info())
+        self._inboxes[msg_id] = inbox
+        return msg_id
+
+    def forget(self, msg_id: MsgId) -> None:
+        """Stop routing events of a finished request; later ones are dropped."""
+        self._inboxes.pop(msg_id, None)

@@ -1,0 +1,121 @@
+"""How a kernel process is launched: interpreter, argv, isolated environment, private runtime root.
+
+The kernel must not see the user's IPython profile, startup files, PYTHONSTARTUP, history
+database, Jupyter config or kernelspecs, and must not colour its output. Everything it writes
+outside the workspace (connection file, IPC sockets, its own log) lives in a private runtime
+root that is removed at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from jupyter_client.connect import write_connection_file
+
+from warmkernel.errors import WarmkernelError
+
+# Variables that would let the user's environment reach into the kernel or colour its text.
+_DROPPED_ENV = ("PYTHONSTARTUP", "FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "JUPYTER_CONFIG_PATH")
+
+_KERNEL_FLAGS = (
+    "--IPKernelApp.exec_PYTHONSTARTUP=False",
+    "--IPKernelApp.exec_files=[]",
+    "--IPKernelApp.exec_lines=[]",
+    "--IPKernelApp.extensions=[]",
+    "--HistoryManager.enabled=False",
+    "--InteractiveShell.colors=nocolor",
+)
+
+
+class RuntimeRoot:
+    """A private (0700) directory outside the workspace for one server process.
+
+    It is created directly under the system temp dir because Unix socket paths are limited
+    to about 107 bytes.
+    """
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="wk-"))
+        os.chmod(self.path, 0o700)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start generation `generation` of the kernel."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    connection_file: Path
+    connection_info: dict[str, object]
+    log_file: Path
+
+
+def check_interpreter(python: str) -> None:
+    """Fail early, with the fix, when `python` cannot run an IPython kernel."""
+    if shutil.which(python) is None and not Path(python).is_file():
+        raise WarmkernelError("python_not_usable", f"{python} does not exist or is not executable")
+    try:
+        probe = subprocess.run(
+            [python, "-c", "import ipykernel"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WarmkernelError("python_not_usable", f"{python} could not be run: {exc}") from exc
+    if probe.returncode != 0:
+        raise WarmkernelError(
+            "python_not_usable",
+            f"{python} has no ipykernel; install it there with `{python} -m pip install ipykernel`",
+        )
+
+
+def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The kernel's environment: the server's, minus the user's startup hooks, plus isolation."""
+    env = dict(os.environ if base is None else base)
+    for name in _DROPPED_ENV:
+        env.pop(name, None)
+    private = root / "home"
+    env.update(
+        IPYTHONDIR=str(private / "ipython"),
+        JUPYTER_CONFIG_DIR=str(private / "jupyter-config"),
+        JUPYTER_DATA_DIR=str(private / "jupyter-data"),
+        JUPYTER_RUNTIME_DIR=str(private / "jupyter-runtime"),
+        JUPYTER_PATH=str(private / "jupyter-data"),
+        JUPYTER_NO_CONFIG="1",
+        NO_COLOR="1",
+        TERM="dumb",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+    )
+    return env
+
+
+def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, generation: int) -> LaunchSpec:
+    """Write the connection file for one kernel generation and build its command line."""
+    connection_file = root.path / f"kernel-{generation}.json"
+    transport = "tcp" if sys.platform == "win32" else "ipc"
+    ip = "127.0.0.1" if transport == "tcp" else str(root.path / f"k{generation}")
+    _, info = write_connection_file(str(connection_file), transport=transport, ip=ip)
+    os.chmod(connection_file, 0o600)
+    argv = [python, "-m", "ipykernel_launcher", "-f", str(connection_file), *_KERNEL_FLAGS]
+    # The kernel exits by itself if this server dies without cleaning up.
+    argv.append(f"--IPKernelApp.parent_handle={os.getpid()}")
+    return LaunchSpec(
+        argv=argv,
+        env=kernel_environment(root.path),
+        cwd=cwd,
+        connection_file=connection_file,
+        connection_info=dict(info),
+        log_file=root.path / f"kernel-{generation}.log",
+    )

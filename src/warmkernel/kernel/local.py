@@ -1,0 +1,214 @@
+"""One local kernel process: started, watched for exit, interrupted, killed with its whole tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import psutil
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.kernel.channel import Event, KernelChannel, Reply, Status
+from warmkernel.kernel.launch import RuntimeRoot, prepare_launch
+from warmkernel.types import Generation
+
+START_TIMEOUT_S = 60.0
+_HANDSHAKE_RETRY_S = 1.0
+_LOG_TAIL_LINES = 20
+
+
+class _SilentRun:
+    """Waits for a silent request's reply and the idle that follows it."""
+
+    def __init__(self) -> None:
+        self.reply: Reply | None = None
+        self.idle = anyio.Event()
+        self.replied = anyio.Event()
+
+    def deliver(self, event: Event) -> None:
+        if isinstance(event, Reply):
+            self.reply = event
+            self.replied.set()
+        elif isinstance(event, Status) and event.state == "idle":
+            self.idle.set()
+
+
+class _Handshake:
+    """Collects the kernel_info reply and proof that IOPub is subscribed."""
+
+    def __init__(self) -> None:
+        self.reply = anyio.Event()
+        self.iopub = anyio.Event()
+
+    def deliver(self, event: Event) -> None:
+        if isinstance(event, Reply):
+            self.reply.set()
+        elif isinstance(event, Status):
+            self.iopub.set()
+
+
+class LocalKernel:
+    """A kernel process started by this server, with its router and exit watcher."""
+
+    def __init__(self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path) -> None:
+        self.generation = generation
+        self.pid = pid
+        self.channel = channel
+        self.log_file = log_file
+        self.exited = anyio.Event()
+        self.returncode: int | None = None
+        self.killed_on_purpose = False
+        self._scope = anyio.CancelScope()
+
+    @classmethod
+    async def start(
+        cls, tg: anyio.abc.TaskGroup, root: RuntimeRoot, python: str, cwd: Path, generation: Generation
+    ) -> LocalKernel:
+        """Launch the process, connect, and return once the kernel answers on shell and IOPub."""
+        spec = prepare_launch(root, python, cwd, generation)
+        with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
+            try:
+                process = await anyio.open_process(
+                    spec.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    cwd=spec.cwd,
+                    env=spec.env,
+                    start_new_session=True,  # a Ctrl-C in the user's terminal must not reach the kernel
+                )
+            except OSError as exc:
+                raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
+        kernel = cls(generation, process.pid, KernelChannel(spec.connection_info), spec.log_file)
+        await tg.start(kernel._supervise, process)
+        try:
+            await kernel._handshake()
+        except BaseException:
+            await kernel.kill()
+            raise
+        return kernel
+
+    async def _supervise(
+        self,
+        process: anyio.abc.Process,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        # The router outlives the process on purpose: IOPub messages sent just before a
+        # death are still in our socket and are read until `stop()`.
+        with self._scope:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.channel.run)
+                task_status.started()
+                self.returncode = await process.wait()
+                self.exited.set()
+        if not self.exited.is_set():
+            # Stopped while the process still ran: reap it so it does not linger as a zombie.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                self.returncode = await process.wait()
+            self.exited.set()
+
+    async def _handshake(self) -> None:
+        # A SUB socket misses what was published before it joined, so ask again until the
+        # kernel's status reaches IOPub (the same dance as jupyter_client's wait_for_ready).
+        waiter = _Handshake()
+        with anyio.move_on_after(START_TIMEOUT_S) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._fail_on_exit, tg)
+                while not (waiter.reply.is_set() and waiter.iopub.is_set()):
+                    msg_id = self.channel.kernel_info(waiter)
+                    with anyio.move_on_after(_HANDSHAKE_RETRY_S):
+                        await waiter.reply.wait()
+                        await waiter.iopub.wait()
+                    self.channel.forget(msg_id)
+                tg.cancel_scope.cancel()
+        if deadline.cancelled_caught:
+            raise WarmkernelError(
+                "kernel_start_failed",
+                f"the kernel did not answer within {START_TIMEOUT_S:.0f} s\n{self.log_tail()}",
+            )
+
+    async def _fail_on_exit(self, tg: anyio.abc.TaskGroup) -> None:
+        await self.exited.wait()
+        raise WarmkernelError(
+            "kernel_start_failed", f"the kernel exited during start ({self.exit_reason()})\n{self.log_tail()}"
+        )
+
+    def exit_reason(self) -> str:
+        """'exit code 3' or 'signal SIGKILL', for a kernel that has exited."""
+        code = self.returncode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit code {code}"
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+        except OSError:
+            return "(no kernel log)"
+        return "kernel log (last lines):\n" + "\n".join(lines) if lines else "(the kernel log is empty)"
+
+    async def run_silently(self, code: str) -> Reply:
+        """Run set-up code that leaves no record, history entry or execution count behind."""
+        waiter = _SilentRun()
+        msg_id = self.channel.execute(code, waiter, silent=True)
+        try:
+            await waiter.replied.wait()
+            await waiter.idle.wait()
+        finally:
+            self.channel.forget(msg_id)
+        assert waiter.reply is not None
+        return waiter.reply
+
+    def interrupt(self) -> None:
+        """SIGINT to the kernel process, as Ctrl-C in a terminal would send."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGINT)
+
+    async def kill(self) -> None:
+        """Kill the kernel and every process it started, then stop routing."""
+        self.killed_on_purpose = True
+        await anyio.to_thread.run_sync(kill_process_tree, self.pid)
+        with anyio.move_on_after(5):
+            await self.exited.wait()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop routing messages of this kernel (after it has exited)."""
+        self._scope.cancel()
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants, including ones that called setsid.
+
+    The tree is read before anything is killed: once a parent dies its children are
+    reparented and can no longer be found from here. The root is our own child and is
+    reaped by its exit watcher, so only the descendants are waited for here.
+    """
+    try:
+        root = psutil.Process(pid)
+        descendants = root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for proc in [root, *descendants]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    # On machines whose PID 1 does not reap orphans, killed grandchildren stay zombies:
+    # a zombie is dead for our purposes.
+    _, alive = psutil.wait_procs(descendants, timeout=5)
+    for proc in alive:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                proc.kill()
+        except psutil.NoSuchProcess:
+            pass

@@ -1,0 +1,491 @@
+"""The MCP face: one table of tools, argument checking, result modes, and the stdio transport.
+
+Each tool is declared once in `TOOLS` (name, parameters, description, annotations, handler);
+every transport serves that same table. Handlers only check arguments, call `Session` and
+hand the outcome to `present`. A caller's mistake becomes `isError: true` with the text
+`<code>: <message>`; a Python error inside a cell is an ordinary result.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from warmkernel import __version__, present
+from warmkernel.errors import ErrorCode, WarmkernelError
+from warmkernel.execution.line_range import parse_line_range
+from warmkernel.execution.search import compile_query, search
+from warmkernel.present import Reply
+from warmkernel.session import Session
+from warmkernel.types import READABLE_STREAMS
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+A persistent IPython kernel. run_python runs a cell; variables, imports and definitions
+survive from cell to cell. Every accepted cell gets a number N (In [N]); its output is kept
+and can be read by line range, searched, waited on, interrupted, or thrown away by
+reset_python without losing the record. A cell submitted while another runs is rejected as
+busy, never queued. Optional directive lines at column 0 of a cell:
+`# warmkernel: --wait SECONDS` (how long run_python waits, default 10) and
+`# warmkernel: --full-output` (reply with all output instead of head and tail)."""
+
+_MISSING = object()
+
+
+# -- parameters -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tool parameter: its JSON schema, default, and the check that turns input into a value."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str
+    check: Callable[[str, Any], Any]
+    default: Any = _MISSING
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = dict(self.schema, description=self.description)
+        if self.default is not _MISSING:
+            schema["default"] = self.default
+        return schema
+
+
+def _fail(code: ErrorCode, name: str, value: Any, valid: str) -> WarmkernelError:
+    return WarmkernelError(code, f"{name}={value!r} is not valid; {name} must be {valid}")
+
+
+def _integer(value: Any) -> int | None:
+    """`value` as an int if it is one (JSON may send 5.0 for 5); bools are not integers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _int_at_least(code: ErrorCode, minimum: int, *, optional: bool = False) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> int | None:
+        if value is None and optional:
+            return None
+        number = _integer(value)
+        if number is None or number < minimum:
+            valid = f"an integer >= {minimum}" + (" or null" if optional else "")
+            raise _fail(code, name, value, valid)
+        return number
+
+    return check
+
+
+def _text(code: ErrorCode, *, optional: bool = False) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise _fail(code, name, value, "a string" + (" or null" if optional else ""))
+        return value
+
+    return check
+
+
+def _choice(code: ErrorCode, choices: tuple[str, ...]) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> str:
+        if value not in choices:
+            raise _fail(code, name, value, "one of " + ", ".join(f'"{choice}"' for choice in choices))
+        return value
+
+    return check
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise _fail("invalid_timeout", name, value, "a finite number of seconds >= 0")
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail("invalid_arguments", name, value, "true or false")
+    return value
+
+
+_OPTIONAL_INT: dict[str, Any] = {"type": ["integer", "null"]}
+EXECUTION = Param(
+    "execution",
+    _OPTIONAL_INT,
+    "Execution number N. Default: the running execution, else the most recent one.",
+    _int_at_least("execution_not_found", 1, optional=True),
+    None,
+)
+STREAM = Param(
+    "stream",
+    {"type": "string", "enum": list(READABLE_STREAMS)},
+    "Which stream: combined (everything in order), stdout, stderr, result (values and displays), traceback.",
+    _choice("invalid_stream", READABLE_STREAMS),
+    "combined",
+)
+MAX_CHARS = Param(
+    "max_chars",
+    _OPTIONAL_INT,
+    "Clip each returned line to this many characters (stored text is unchanged).",
+    _int_at_least("invalid_max_chars", 1, optional=True),
+    None,
+)
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+Handler = Callable[[Session, dict[str, Any], ServerRequestContext[Any]], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    handler: Handler
+    annotations: types.ToolAnnotations
+
+    def input_schema(self) -> dict[str, Any]:
+        required = [p.name for p in self.params if p.default is _MISSING]
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {p.name: p.json_schema() for p in self.params},
+            "additionalProperties": False,
+        }
+        if required:
+            schema["required"] = required
+        return schema
+
+    def parse(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check every argument; unknown or missing ones are `invalid_arguments`."""
+        known = {p.name for p in self.params}
+        unknown = sorted(set(arguments) - known)
+        if unknown:
+            raise WarmkernelError(
+                "invalid_arguments",
+                f"{self.name} has no parameter {', '.join(unknown)}; its parameters are "
+                + (", ".join(sorted(known)) or "none"),
+            )
+        values: dict[str, Any] = {}
+        for param in self.params:
+            if param.name in arguments:
+                values[param.name] = param.check(param.name, arguments[param.name])
+            elif param.default is _MISSING:
+                raise WarmkernelError("invalid_arguments", f"{self.name} needs the parameter {param.name}")
+            else:
+                values[param.name] = param.default
+        return values
+
+
+def _with_notice(session: Session, reply: Reply) -> Reply:
+    notice = session.take_notice()
+    if notice is None:
+        return reply
+    return Reply(f"{notice}\n{reply.text}", reply.data | {"notice": notice})
+
+
+async def run_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = await session.submit(args["freeform"])
+    wait_s = record.directives.wait_seconds or session.settings.default_wait_s
+    await session.wait(record, wait_s)
+    return present.execution_reply(record, session.settings, waited_s=wait_s)
+
+
+async def wait_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = session.select(args["execution"])
+    timeout_s = args["timeout_seconds"]
+    await session.wait(record, timeout_s)
+    return present.execution_reply(record, session.settings, waited_s=timeout_s)
+
+
+async def python_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    records = session.records
+    return present.status_reply(
+        session.workspace,
+        session.settings,
+        session.kernel_info(),
+        session.running,
+        records[-1] if records else None,
+    )
+
+
+async def python_execution_status(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return present.execution_status_reply(session.select(args["execution"]))
+
+
+async def read_python_output(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = session.select(args["execution"])
+    line_range = parse_line_range(args["line_range"])
+    stream = args["stream"]
+    lo, hi = line_range.resolve(record.output.line_count(stream))
+    return present.read_reply(record, stream, lo, hi, args["max_chars"], session.settings)
+
+
+async def search_python_output(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    record = session.select(args["execution"])
+    pattern, mode = compile_query(args["query"], args["query_mode"], args["ignore_case"])
+    stream = args["stream"]
+    find = partial(
+        search,
+        record.output.iter_lines(stream),
+        pattern,
+        mode=mode,
+        context_before=args["context_before"],
+        context_after=args["context_after"],
+        max_matches=args["max_matches"],
+        timeout_s=session.settings.search_timeout_s,
+    )
+    # A worker thread keeps a long search from blocking other tools (regex releases the GIL).
+    result = await anyio.to_thread.run_sync(find)
+    return present.search_reply(record, stream, args["query"], result, args["max_chars"])
+
+
+async def interrupt_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    return present.interrupt_reply(session.interrupt())
+
+
+async def reset_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    killed = await session.reset()
+    return present.reset_reply(killed, session.kernel_info(), session.workspace.path)
+
+
+async def list_python_executions(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return present.list_reply(session.records, args["limit"])
+
+
+def _annotations(
+    *, read_only: bool, destructive: bool = False, idempotent: bool = True
+) -> types.ToolAnnotations:
+    return types.ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "run_python",
+        "Run a cell of Python (IPython syntax) in the persistent kernel and wait up to 10 s for it "
+        "(or `# warmkernel: --wait SECONDS`). Replies `In [N] · 1.2 s:` and the output; a long output is "
+        "shown as head and tail with the call that reads the rest. A cell still running after the wait "
+        "keeps running: use wait_python. Rejected as busy while another cell runs.",
+        (Param("freeform", {"type": "string"}, "The cell's source code.", _text("invalid_arguments")),),
+        run_python,
+        _annotations(read_only=False, destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "python_status",
+        "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
+        "and whether a cell is running.",
+        (),
+        python_status,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "python_execution_status",
+        "An execution's state, times, error name and value, and line counts per stream, without its output.",
+        (EXECUTION,),
+        python_execution_status,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "read_python_output",
+        "Read an execution's output by line range: `START:STOP`, 1-based, STOP inclusive, either end "
+        'may be empty, negatives count from the end (":10", "-10:", "20:40", "3:3").',
+        (
+            EXECUTION,
+            STREAM,
+            Param(
+                "line_range",
+                {"type": ["string", "null"]},
+                'Lines to read, e.g. "20:40", ":10", "-10:". Default: all (up to the reply limit).',
+                _text("invalid_line_range", optional=True),
+                None,
+            ),
+            MAX_CHARS,
+        ),
+        read_python_output,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "search_python_output",
+        "Search an execution's output. Replies `M n | text` for matching lines, `C n | text` for context, "
+        "`--` between separate groups.",
+        (
+            Param("query", {"type": "string"}, "Text or regex to find.", _text("invalid_query")),
+            EXECUTION,
+            STREAM,
+            Param(
+                "query_mode",
+                {"type": "string", "enum": ["auto", "literal", "regex"]},
+                "auto: a regex if it compiles, else literal text.",
+                _choice("invalid_query", ("auto", "literal", "regex")),
+                "auto",
+            ),
+            Param(
+                "context_before",
+                {"type": "integer", "minimum": 0},
+                "Context lines before each match.",
+                _int_at_least("invalid_context", 0),
+                0,
+            ),
+            Param(
+                "context_after",
+                {"type": "integer", "minimum": 0},
+                "Context lines after each match.",
+                _int_at_least("invalid_context", 0),
+                0,
+            ),
+            Param("ignore_case", {"type": "boolean"}, "Match case-insensitively.", _flag, False),
+            MAX_CHARS,
+            Param(
+                "max_matches",
+                {"type": "integer", "minimum": 1},
+                "Show at most this many matching lines; the reply counts the rest.",
+                _int_at_least("invalid_limit", 1),
+                200,
+            ),
+        ),
+        search_python_output,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "wait_python",
+        "Wait for an execution to finish, up to timeout_seconds, then reply as run_python does. "
+        "Waiting ends this call, never the cell.",
+        (
+            EXECUTION,
+            Param(
+                "timeout_seconds",
+                {"type": "number", "minimum": 0},
+                "How long to wait, in seconds.",
+                _seconds,
+                30,
+            ),
+        ),
+        wait_python,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "interrupt_python",
+        "Send SIGINT (KeyboardInterrupt) to the running cell. Replies interrupt_sent or idle.",
+        (),
+        interrupt_python,
+        _annotations(read_only=False, idempotent=False),
+    ),
+    ToolSpec(
+        "reset_python",
+        "Kill the kernel and every process it started, and start a fresh one in the same workspace. "
+        "A running cell becomes `killed`; earlier records and numbering stay readable.",
+        (),
+        reset_python,
+        _annotations(read_only=False, destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "list_python_executions",
+        "Executions, newest first: number, state, elapsed time, line count and first source line.",
+        (
+            Param(
+                "limit",
+                {"type": "integer", "minimum": 1},
+                "How many to list.",
+                _int_at_least("invalid_limit", 1),
+                20,
+            ),
+        ),
+        list_python_executions,
+        _annotations(read_only=True),
+    ),
+)
+
+_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+# -- server -----------------------------------------------------------------------------------
+
+
+def build_server(session: Session) -> Server[Any]:
+    """An MCP server over an open session; any transport can serve it."""
+    structured = session.settings.result_mode == "structured"
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema(),
+                    output_schema={"type": "object"} if structured else None,
+                    annotations=tool.annotations,
+                )
+                for tool in TOOLS
+            ]
+        )
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            tool = _BY_NAME.get(params.name)
+            if tool is None:
+                raise WarmkernelError(
+                    "invalid_arguments", f"there is no tool {params.name!r}; tools: {', '.join(_BY_NAME)}"
+                )
+            reply = _with_notice(
+                session, await tool.handler(session, tool.parse(params.arguments or {}), ctx)
+            )
+        except WarmkernelError as exc:
+            return _error_result(str(exc))
+        except Exception as exc:
+            log.exception("tool %s failed", params.name)
+            return _error_result(
+                f"internal_error: {type(exc).__name__}: {exc} (details are in the server log)"
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=reply.text)],
+            structured_content=reply.data if structured else None,
+        )
+
+    return Server(
+        "warmkernel",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+async def serve_stdio(session: Session) -> None:
+    """Serve MCP over this process's stdin/stdout until the client closes stdin."""
+    server = build_server(session)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

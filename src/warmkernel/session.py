@@ -257,7 +257,10 @@ class Session:
 
     async def submit(self, source: str) -> ExecutionRecord:
         """Accept a cell and send it to the kernel; `busy` if another cell runs."""
-        directives = parse_directives(source)
+        # Directives are read after the patch transform: a patch body may hold an odd
+        # number of quotes, which would hide a later directive line from the scanner.
+        transformed = transform_patch_literals(source)
+        directives = parse_directives(transformed.source)
         kernel = await self.kernel()
         if self._running is not None:
             number = self._running.record.number
@@ -266,7 +269,6 @@ class Session:
                 f"execution {number} is still running; this cell was not run. "
                 f"Call wait_python(execution={number}) to wait for it, or interrupt_python() to stop it.",
             )
-        transformed = transform_patch_literals(source)
         number = ExecutionNumber(len(self._records) + 1)
         record = ExecutionRecord(
             number, source, kernel.generation, directives=directives, patch_literals=transformed.converted

@@ -122,6 +122,13 @@ def test_message_for_malformed_range_names_what_was_given() -> None:
     )
 
 
+def test_message_quotes_a_long_spec_shortened() -> None:
+    with pytest.raises(WarmkernelError) as caught:
+        parse_line_range("x" * 1000)
+    assert f'"{"x" * 40}..."' in caught.value.message
+    assert len(caught.value.message) < 200
+
+
 ends = st.one_of(st.none(), st.integers(1, 80), st.integers(-80, -1))
 
 

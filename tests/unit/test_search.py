@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from itertools import pairwise
 from typing import Literal
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution import search as search_module
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 
 # A pattern that backtracks exponentially in `regex` on a run of "a" followed by "b".
@@ -168,38 +170,92 @@ def test_runaway_regex_gives_up_with_a_hint() -> None:
     assert 'use query_mode="literal"' in caught.value.message
 
 
-def test_time_budget_covers_the_whole_search_not_each_line() -> None:
-    """Each line alone is fast, but the budget is spent before the first match is reached."""
-    with pytest.raises(WarmkernelError, match="gave up"):
-        run(["x" * 10_000] * 100_000 + ["needle"], "needle", mode="literal", timeout_s=0.01)
+# A million lines: far more than 10 ms of searching, though no single line is slow.
+HAYSTACK = ["x" * 200] * 1_000_000
 
 
-def test_counting_past_the_cap_stops_when_the_budget_runs_out() -> None:
-    result = run(["x", "x", RUNAWAY_LINE, "x"], f"^x$|{RUNAWAY}", mode="regex", max_matches=1, timeout_s=0.1)
+@pytest.mark.parametrize(
+    ("query", "mode"),
+    [
+        pytest.param("needle", "literal", id="plain text searched in batches"),
+        pytest.param("need[l]e", "regex", id="regex searched line by line"),
+    ],
+)
+def test_time_budget_covers_the_whole_search_not_each_line(query: str, mode: QueryMode) -> None:
+    with pytest.raises(WarmkernelError, match=r"gave up after 0\.01 s"):
+        run([*HAYSTACK, "needle"], query, mode=mode, timeout_s=0.01)
+
+
+@pytest.mark.parametrize(
+    ("texts", "query", "mode"),
+    [
+        pytest.param(["x", "x", RUNAWAY_LINE, "x"], f"^x$|{RUNAWAY}", "regex", id="runaway regex"),
+        pytest.param(["needle", *HAYSTACK, "needle"], "needle", "literal", id="many lines"),
+    ],
+)
+def test_counting_past_the_cap_stops_when_the_budget_runs_out(
+    texts: list[str], query: str, mode: QueryMode
+) -> None:
+    result = run(texts, query, mode=mode, after=1, max_matches=1, timeout_s=0.05)
     assert result.matches_shown == 1
     assert result.matches_total is None
-    assert marked(result) == [["M 1"]]
+    assert marked(result)[0][0] == "M 1"
 
 
+def test_trailing_context_seen_before_the_budget_ran_out_is_kept() -> None:
+    result = run(
+        ["x", "y", RUNAWAY_LINE, "z"], f"^x$|{RUNAWAY}", mode="regex", after=3, max_matches=1, timeout_s=0.05
+    )
+    assert marked(result) == [["M 1", "C 2"]]
+    assert result.matches_total is None
+
+
+@pytest.mark.parametrize(
+    ("query", "mode"),
+    [
+        pytest.param("a\nb", "literal", id="literal with a newline"),
+        pytest.param("a\nb", "regex", id="regex with a newline character"),
+        pytest.param(r"a\nb", "regex", id="regex with a newline escape"),
+        pytest.param(r"a\sb", "regex", id="regex with a space class"),
+    ],
+)
+def test_a_match_never_spans_lines(query: str, mode: QueryMode) -> None:
+    assert run(["a", "b"], query, mode=mode).matches_total == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "mode"),
+    [
+        pytest.param("hit", "auto", id="plain text searched in batches"),
+        pytest.param("h[i]t", "auto", id="regex searched line by line"),
+    ],
+)
 @given(
     flags=st.lists(st.booleans(), max_size=40),
     before=st.integers(0, 4),
     after=st.integers(0, 4),
+    max_matches=st.integers(1, 12),
+    batch=st.integers(1, 6),
 )
-def test_shown_lines_are_exactly_the_windows_around_matches(
-    flags: list[bool], before: int, after: int
+def test_shown_lines_are_the_windows_around_the_first_matches(
+    query: str, mode: QueryMode, flags: list[bool], before: int, after: int, max_matches: int, batch: int
 ) -> None:
-    texts = ["hit" if flag else "miss" for flag in flags]
-    result = run(texts, "hit", before=before, after=after)
+    """Against a reference built from line numbers, with batches small enough to cut windows."""
+    texts = ["a hit" if flag else "a miss" for flag in flags]
+    with patch.object(search_module, "_BATCH", batch):
+        result = run(texts, query, mode=mode, before=before, after=after, max_matches=max_matches)
     hits = [n for n, flag in enumerate(flags, start=1) if flag]
+    shown_hits = hits[:max_matches]
+    first_unshown = hits[max_matches] if len(hits) > max_matches else len(flags) + 1
     windows = sorted(
-        {n for hit in hits for n in range(hit - before, hit + after + 1) if 1 <= n <= len(flags)}
+        {n for hit in shown_hits for n in range(hit - before, hit + after + 1) if 1 <= n < first_unshown}
     )
-    shown = [line.number for group in result.groups for line in group]
-    assert shown == windows
-    assert [line.number for group in result.groups for line in group if line.is_match] == hits
+    assert [line.number for group in result.groups for line in group] == windows
+    assert [line.number for group in result.groups for line in group if line.is_match] == shown_hits
+    assert all(line.text == texts[line.number - 1] for group in result.groups for line in group)
     for group in result.groups:
         assert [line.number for line in group] == list(range(group[0].number, group[-1].number + 1))
     for first, second in pairwise(result.groups):
         assert second[0].number > first[-1].number + 1
-    assert result.matches_shown == result.matches_total == len(hits)
+    assert result.matches_shown == len(shown_hits)
+    assert result.matches_total == len(hits)

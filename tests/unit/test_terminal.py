@@ -30,7 +30,6 @@ def split_at(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in pairwise(bounds)]
 
 
-ESC = "\x1b"
 ST = "\x1b\\"
 CAP = MAX_SEQUENCE_BODY
 
@@ -215,8 +214,10 @@ def test_output_has_no_control_characters_but_tab(text_and_cuts: tuple[str, list
         assert FORBIDDEN.search(line) is None, repr(line)
 
 
-# A naive cell-by-cell terminal line, to check the piecewise line model against.
-TOKENS = ["a", "bc", "xyz", "\t", "\r", "\b", "\n", "\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K", "\x1b[31m"]
+# A naive cell-by-cell terminal line, to check the piecewise line model and the bulk
+# stripping of colours and CRLF against.
+REMOVED = ["\x1b[31m", "\x1b[0m", "\x9b1;2H", "\x1b]0;title\x07", "\x1b]8;;http://x" + ST, "\x1b7", "\x07"]
+TOKENS = ["a", "bc", "xyz", "\t", "\r", "\b", "\n", "\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K", *REMOVED]
 
 
 def reference(tokens: list[str]) -> tuple[list[str], str]:
@@ -238,7 +239,7 @@ def reference(tokens: list[str]) -> tuple[list[str], str]:
                 cells[column] = " "
         elif token == "\x1b[2K":
             cells = []
-        elif not token.startswith("\x1b"):
+        elif token not in REMOVED:
             for char in token:
                 if cursor >= len(cells):
                     cells.extend(" " * (cursor - len(cells)))

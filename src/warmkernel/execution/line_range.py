@@ -15,6 +15,8 @@ from warmkernel.errors import WarmkernelError
 # ASCII digits only: `\d` would accept other scripts' digits, which int() then reads.
 _SPEC = re.compile(r"(-?0*[1-9][0-9]*)?:(-?0*[1-9][0-9]*)?")
 _ZERO = re.compile(r"-?0+")
+_SHOWN = 40
+"""Characters of a refused spec quoted back in the message."""
 _FORMS = 'use 1-based lines like "20:40", ":10", "-10:" or "3:3" (-1 is the last line)'
 
 
@@ -54,8 +56,9 @@ def _clamp(index: int, total: int) -> int:
 
 def _explain(spec: str) -> str:
     ends = spec.split(":")
+    shown = spec if len(spec) <= _SHOWN else f"{spec[:_SHOWN]}..."
     if len(ends) == 2 and any(_ZERO.fullmatch(end) for end in ends):
-        return f'line_range "{spec}" uses line 0, but lines are 1-based; {_FORMS}'
+        return f'line_range "{shown}" uses line 0, but lines are 1-based; {_FORMS}'
     if spec == "":
         return f"line_range is empty; {_FORMS}, or leave it out for every line"
-    return f'line_range "{spec}" is not START:STOP; {_FORMS}'
+    return f'line_range "{shown}" is not START:STOP; {_FORMS}'

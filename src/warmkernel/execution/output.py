@@ -13,9 +13,11 @@ Text is stored as UTF-8 encoded with `errors="replace"`: a lone surrogate (which
 send through JSON escapes) becomes `?`, one character for one, so counts are unchanged and
 every line read back encodes cleanly wherever it goes next. Reads never raise on odd text.
 
-One thread appends; others may read at the same time. Each append writes text before the
-counts that expose it, and reads stop at the counts they saw, so a reader sees a consistent
-prefix (`iter_lines` takes its snapshot when called, not when first iterated).
+Call every method from one thread (the event loop's). The one exception is the iterator
+`iter_lines` returns, which may be consumed in a worker thread while appends go on: it
+snapshots the extent and the open lines when called (the normalizer is not thread-safe),
+then reads only completed lines, which are never changed and are exposed by their counts
+only after their text is written.
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ class OutputLog:
         for text in self._read_completed(stream, lo, min(hi, completed)):
             yield index, text
             index += 1
-        for text in open_lines[index - completed : hi - completed]:
+        for text in open_lines[max(index - completed, 0) : max(hi - completed, 0)]:
             yield index, text
             index += 1
 

@@ -1,12 +1,14 @@
-"""The Apply Patch literal: recognising a patch program in a triple-quoted literal and
-rewriting it so its value is exactly the text the agent wrote.
+"""The Apply Patch literal: finding patch programs held in triple-quoted literals and
+rewriting each so its value is exactly the text the agent wrote.
 
-Agents keep Apply Patch programs in Python variables (`patch = r\"\"\"` + newline +
-`*** Begin Patch` ...). Written that way, Python would cook the escapes, read `{x}` in an
-f-string and end the literal at the first embedded `\"\"\"`. A recognised literal is rewritten
-as implicitly concatenated single-quoted pieces, one per original physical line, joined by
-backslash continuations, so every later line keeps its number and tracebacks point at the
-line the agent wrote. Anything that is not a complete, valid program is left as written.
+Agents keep Apply Patch programs in Python variables (`patch = r\"\"\"`, a line break,
+`*** Begin Patch`, ...). Left to Python, the escapes would be cooked, `{x}` read in an
+f-string, and the literal would end at the first embedded `\"\"\"`. A recognised literal
+becomes one-line literals, one per original physical line, joined by backslash
+continuations: every later line keeps its number, so tracebacks point at the line the agent
+wrote. Continuations rather than parentheses keep the pieces a single string atom, so an
+adjacent literal (`"head" r\"\"\"`) still concatenates. Anything that is not a complete,
+valid program is left exactly as written.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ BEGIN = "*** Begin Patch"
 END = "*** End Patch"
 _OPENER_PREFIXES = frozenset({"", "r", "f", "rf", "fr"})
 _CLOSING_LINE = re.compile(r'[ \t]*"""')
-_FILE_OPS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ")
+_ADD = "*** Add File: "
+_DELETE = "*** Delete File: "
+_UPDATE = "*** Update File: "
 _MOVE_TO = "*** Move to: "
 _END_OF_FILE = "*** End of File"
 
@@ -80,14 +84,14 @@ def is_patch_program(lines: Sequence[str]) -> bool:
     index = 0
     while index < len(body):
         line = body[index]
-        operation = next((op for op in _FILE_OPS if line.startswith(op)), None)
+        operation = next((op for op in (_ADD, _DELETE, _UPDATE) if line.startswith(op)), None)
         if operation is None or not line[len(operation) :].strip():
             return False
         index += 1
-        if operation == "*** Add File: ":
+        if operation == _ADD:
             while index < len(body) and body[index].startswith("+"):
                 index += 1
-        elif operation == "*** Update File: ":
+        elif operation == _UPDATE:
             index = _skip_update(body, index)
             if index < 0:
                 return False
@@ -104,7 +108,7 @@ def _skip_update(body: Sequence[str], index: int) -> int:
     while index < len(body) and body[index].startswith("@@"):
         index += 1
         first = index
-        while index < len(body) and body[index][:1] in (" ", "+", "-") and body[index]:
+        while index < len(body) and body[index][:1] in (" ", "+", "-"):
             index += 1
         if index == first:
             return -1

@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 
 MAX_SEQUENCE_BODY = 4096
-"""Longest body (parameters or payload) an escape sequence may have before it is garbage.
+"""Most characters an escape sequence's body (parameters or payload) may have.
 
-A sequence whose body reaches this length without ending (e.g. an OSC never terminated) is
-dropped together with its introducer and the first `MAX_SEQUENCE_BODY` body characters; the
-characters after that are read afresh as ordinary text. This bounds what a stream can make
-us hold, and since the rule counts characters, not chunks, it is the same however the text
-was split.
+A sequence whose body runs past this length without ending (an OSC never terminated, say)
+is garbage: its introducer and first `MAX_SEQUENCE_BODY` body characters are dropped and
+what follows is read afresh as ordinary text. So a stray `ESC ]` cannot swallow the rest of
+the stream, and a sequence pending between chunks stays small. The rule counts characters,
+not chunks, so it holds however the text was split.
 """
 
 # Everything that is not plain text, except `\n` (split in bulk) and `\t` (kept as a column):
@@ -172,7 +172,7 @@ class TerminalNormalizer:
     def _sequence(self, text: str, at: int) -> int | None:
         """Consume the escape sequence opening at `at`: where to read on, or None if incomplete."""
         match = _SEQUENCE.match(text, at)
-        assert match is not None  # the ESC alternative matches any introducer on its own
+        assert match is not None  # every introducer opens an alternative whose body may be empty
         kind = next(kind for kind in _KINDS if match.start(kind) >= 0)
         body_start, body_end = match.span(kind)
         if body_end - body_start > MAX_SEQUENCE_BODY:
@@ -180,7 +180,7 @@ class TerminalNormalizer:
         end = match.group(kind + "_end")
         if end is not None:
             if kind == "csi" and end == "K":
-                mode = _ERASE_MODES.get(match.group(kind))
+                mode = _ERASE_MODES.get(match.group("csi"))
                 if mode is not None:
                     self._erase(mode)
             return match.end()

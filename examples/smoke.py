@@ -1,0 +1,36 @@
+"""Launch `warmkernel mcp` the way an MCP host does and run a few cells through it.
+
+    python examples/smoke.py
+
+Prints each reply exactly as a model would read it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+CELLS = [
+    "import sys\nprint(sys.version.split()[0])",
+    "answer = 6 * 7\nanswer",
+    "for i in range(101):\n    print(f'\\r{i}%', end='')\nprint()",
+    "answer / 0",
+]
+
+
+async def main() -> None:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "warmkernel", "mcp"])
+    async with Client(server) as client:
+        for cell in CELLS:
+            result = await client.call_tool("run_python", {"freeform": cell})
+            print(">>> run_python", repr(cell))
+            print(result.content[0].text if result.content else "", end="\n\n")
+        status = await client.call_tool("list_python_executions", {})
+        print(">>> list_python_executions")
+        print(status.content[0].text if status.content else "")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

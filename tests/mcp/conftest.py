@@ -1,0 +1,67 @@
+"""MCP clients against real kernels: a shared in-memory and a shared stdio server, and fresh ones.
+
+The shared servers keep one kernel for the whole run; tests on them must not depend on
+absolute execution numbers or leave a cell running. Tests that need numbering from 1, a
+dead kernel or special settings open a fresh server with `fresh_client`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from mcp import Client, StdioServerParameters
+from warmkernel.config import Settings
+from warmkernel.mcp_server import build_server
+from warmkernel.session import Session
+from warmkernel.workspace import Workspace
+
+FreshClient = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@asynccontextmanager
+async def memory_server(workspace: Path, **settings: object) -> AsyncIterator[Client]:
+    config = Settings(**settings)  # type: ignore[arg-type]
+    async with (
+        Session.open(config, Workspace(workspace, "launch_cwd")) as session,
+        Client(build_server(session)) as client,
+    ):
+        yield client
+
+
+def stdio_parameters(workspace: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "warmkernel", "mcp", *args], cwd=workspace, env=env
+    )
+
+
+@pytest.fixture(scope="session")
+async def memory_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    async with memory_server(tmp_path_factory.mktemp("memory-ws")) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+async def stdio_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    async with Client(stdio_parameters(tmp_path_factory.mktemp("stdio-ws"))) as client:
+        yield client
+
+
+@pytest.fixture(params=["memory", "stdio"])
+def client(request: pytest.FixtureRequest) -> Client:
+    """A shared client; the test body runs once per transport."""
+    return request.getfixturevalue(f"{request.param}_client")
+
+
+@pytest.fixture
+def fresh_client(tmp_path: Path) -> FreshClient:
+    """Open a server of its own (own kernel, numbering from 1) with optional Settings overrides."""
+
+    def open_client(**settings: object) -> AbstractAsyncContextManager[Client]:
+        return memory_server(tmp_path, **settings)
+
+    return open_client

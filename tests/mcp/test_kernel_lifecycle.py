@@ -1,0 +1,154 @@
+"""The kernel's life: death and recovery, reset of the whole process tree, start failures."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from mcp import Client
+from tests.mcp.calls import body, call, call_error, run
+from tests.mcp.conftest import FreshClient
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+
+def gone(pid: int) -> bool:
+    """Dead or a zombie (some machines' PID 1 does not reap orphans)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def kernel_pid(client: Client) -> int:
+    """The current kernel's pid, once it is ready."""
+    await run(client, "pass")
+    match = re.search(r"pid (\d+)", await call(client, "python_status"))
+    assert match
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        pytest.param("import os; os._exit(3)", "exit code 3", id="os-exit"),
+        pytest.param("import ctypes; ctypes.string_at(0)", "signal SIGSEGV", id="segfault"),
+    ],
+)
+async def test_kernel_death_marks_the_record_died_and_a_fresh_kernel_starts(
+    fresh_client: FreshClient, code: str, reason: str
+) -> None:
+    async with fresh_client() as client:
+        await run(client, "survivor = 1")
+        number, text = await run(client, code)
+        assert number == 2
+        header = text.splitlines()
+        assert f"died ({reason})" in text
+        assert "generation 2" in header[0]  # the one-time notice
+        status = await call(client, "python_execution_status", execution=2)
+        assert "execution 2: died" in status and f"reason: {reason}" in status
+        number, text = await run(client, "survivor")
+        assert number == 3 and "NameError" in text
+        assert "died" not in text  # the notice is said once
+        assert "generation 2" in await call(client, "python_status")
+
+
+async def test_sigkill_from_outside_while_running_is_a_death(fresh_client: FreshClient) -> None:
+    async with fresh_client() as client:
+        pid = await kernel_pid(client)
+        number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(60)")
+        os.kill(pid, signal.SIGKILL)
+        text = await call(client, "wait_python", execution=number, timeout_seconds=30)
+        assert "died (signal SIGKILL)" in text
+        assert (await run(client, "1 + 1"))[1].endswith(f"Out[{number + 1}]: 2")
+
+
+async def test_death_while_idle_is_reported_once_on_the_next_reply(fresh_client: FreshClient) -> None:
+    async with fresh_client() as client:
+        await run(client, "1")
+        os.kill(await kernel_pid(client), signal.SIGKILL)
+        with anyio.fail_after(30):
+            # The server notices the death by itself; the test can only ask until it has.
+            while "generation 2" not in (status := await call(client, "python_status")):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        assert status.startswith("note: the kernel (generation 1) died (signal SIGKILL)")
+        assert not (await call(client, "python_status")).startswith("note:")
+
+
+CHILD = (
+    "import subprocess, time\n"
+    "grandchild = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+    "print(grandchild.pid, flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+async def test_reset_kills_a_setsid_grandchild(fresh_client: FreshClient) -> None:
+    spawn = (
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {CHILD!r}], stdout=subprocess.PIPE, text=True)\n"
+        "child.pid, int(child.stdout.readline())"
+    )
+    async with fresh_client() as client:
+        _, text = await run(client, spawn)
+        child, grandchild = (int(pid) for pid in re.findall(r"\d+", body(text)[0].split(":", 1)[1]))
+        assert os.getsid(grandchild) != os.getsid(child)
+        kernel = await kernel_pid(client)
+        await call(client, "reset_python")
+        assert gone(kernel)
+        assert gone(child)
+        assert gone(grandchild)
+
+
+async def test_records_stay_readable_after_reset(fresh_client: FreshClient) -> None:
+    async with fresh_client() as client:
+        await run(client, "print('kept')")
+        await call(client, "reset_python")
+        assert (await call(client, "read_python_output", execution=1)).splitlines()[1:] == ["kept"]
+        assert "kernel generation: 1" in await call(client, "python_execution_status", execution=1)
+
+
+async def test_missing_interpreter_fails_every_call_with_kernel_start_failed(
+    fresh_client: FreshClient,
+) -> None:
+    async with fresh_client(python="/nonexistent/python3") as client:
+        for _ in range(2):
+            code, message = await call_error(client, "run_python", freeform="1")
+            assert code == "kernel_start_failed"
+            assert "/nonexistent/python3" in message
+        assert "kernel: failed" in await call(client, "python_status")
+
+
+async def test_interpreter_without_ipykernel_is_named_with_the_fix(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    await anyio.run_process([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")])
+    python = str(tmp_path / "bare" / "bin" / "python")
+    async with fresh_client(python=python) as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+        assert code == "kernel_start_failed"
+        assert f"{python} has no ipykernel" in message and "pip install ipykernel" in message
+
+
+async def test_python_status_reports_workspace_interpreter_and_kernel(client: Client) -> None:
+    await run(client, "pass")
+    status = await call(client, "python_status")
+    assert re.search(r"^workspace: /.+ws", status, re.MULTILINE)
+    assert "workspace resolution: launch_cwd" in status
+    assert f"interpreter: {sys.executable}" in status
+    assert re.search(r"^kernel: ready, generation \d+, pid \d+$", status, re.MULTILINE)
+
+
+async def test_kernel_runs_in_the_workspace(client: Client) -> None:
+    status = await call(client, "python_status")
+    workspace = re.search(r"^workspace: (.+)$", status, re.MULTILINE)
+    assert workspace
+    _, text = await run(client, "import os; os.getcwd()")
+    assert body(text)[0].endswith(repr(workspace.group(1)))

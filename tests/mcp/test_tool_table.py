@@ -1,0 +1,101 @@
+"""The tool table is part of the contract: names, parameters, annotations and result modes."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp import Client
+from tests.mcp.calls import call, run, text_of
+from tests.mcp.conftest import FreshClient
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+EXPECTED = {
+    "run_python": ["freeform"],
+    "python_status": [],
+    "python_execution_status": ["execution"],
+    "read_python_output": ["execution", "stream", "line_range", "max_chars"],
+    "search_python_output": [
+        "query",
+        "execution",
+        "stream",
+        "query_mode",
+        "context_before",
+        "context_after",
+        "ignore_case",
+        "max_chars",
+        "max_matches",
+    ],
+    "wait_python": ["execution", "timeout_seconds"],
+    "interrupt_python": [],
+    "reset_python": [],
+    "list_python_executions": ["limit"],
+}
+
+
+async def test_tool_names_and_parameters_are_pinned(client: Client) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {name: list(tool.input_schema["properties"]) for name, tool in tools.items()} == EXPECTED
+    assert tools["run_python"].input_schema["required"] == ["freeform"]
+    assert tools["search_python_output"].input_schema["required"] == ["query"]
+    assert tools["wait_python"].input_schema["properties"]["timeout_seconds"]["default"] == 30
+    assert (
+        tools["python_status"].annotations is not None and tools["python_status"].annotations.read_only_hint
+    )
+    assert (
+        tools["reset_python"].annotations is not None and tools["reset_python"].annotations.destructive_hint
+    )
+    assert all(tool.output_schema is None for tool in tools.values())
+
+
+async def test_content_mode_has_no_structured_content(client: Client) -> None:
+    result = await client.call_tool("python_status", {})
+    assert result.structured_content is None
+
+
+async def test_structured_mode_adds_the_same_facts_with_identical_text(
+    fresh_client: FreshClient, client: Client
+) -> None:
+    async with fresh_client(result_mode="structured") as structured:
+        tools = (await structured.list_tools()).tools
+        assert all(tool.output_schema is not None for tool in tools)
+        await run(structured, "print('a'); 1/0")
+        result = await structured.call_tool("python_execution_status", {"execution": 1})
+        data = result.structured_content
+        assert data is not None
+        assert (data["execution"], data["state"], data["error"]) == (
+            1,
+            "error",
+            {"name": "ZeroDivisionError", "value": "division by zero"},
+        )
+        read = await structured.call_tool("read_python_output", {"execution": 1, "line_range": "1:1"})
+        assert read.structured_content is not None and read.structured_content["text"] == "a"
+    number, _ = await run(client, "print('a'); 1/0")
+    plain = await call(client, "read_python_output", execution=number, line_range="1:1")
+    assert text_of(read) == plain.replace(f"execution {number} ", "execution 1 ")
+
+
+async def test_unknown_tool_is_a_coded_error(client: Client) -> None:
+    result = await client.call_tool("run_ruby", {})
+    assert result.is_error and text_of(result).startswith("invalid_arguments: there is no tool 'run_ruby'")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        pytest.param("wait_python", {"timeout_seconds": -1}, "invalid_timeout", id="negative-timeout"),
+        pytest.param("wait_python", {"timeout_seconds": "soon"}, "invalid_timeout", id="text-timeout"),
+        pytest.param("list_python_executions", {"limit": 0}, "invalid_limit", id="zero-limit"),
+        pytest.param("run_python", {}, "invalid_arguments", id="missing-freeform"),
+        pytest.param("run_python", {"freeform": 1}, "invalid_arguments", id="freeform-not-text"),
+        pytest.param(
+            "search_python_output", {"query": "x", "ignore_case": "yes"}, "invalid_arguments", id="flag"
+        ),
+    ],
+)
+async def test_bad_arguments_have_stable_codes(
+    client: Client, tool: str, arguments: dict[str, object], code: str
+) -> None:
+    await run(client, "pass")
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error and text_of(result).split(":")[0] == code

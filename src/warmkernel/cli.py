@@ -1,118 +1,318 @@
-"""The command-line face: `warmkernel mcp` serves the tools over stdio."""
+"""The command-line face: serving verbs (`mcp`, `serve`, `start`, `stop`) and client verbs.
+
+Client verbs are MCP tool calls on the live session of the current workspace (started as a
+daemon when there is none), and print the same text a model reads, or `--json` facts.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import json
+import os
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from warmkernel import __version__
+from warmkernel.client import ToolOutcome, call_tool, connect, locate
 from warmkernel.config import Settings
+from warmkernel.daemon import find_session, live_descriptors, start_daemon, stop_session
 from warmkernel.errors import WarmkernelError
-from warmkernel.mcp_server import serve_stdio
-from warmkernel.session import Session
+from warmkernel.http_transport import Endpoint, check_bind, new_token
+from warmkernel.scaffold import init_project
+from warmkernel.server import Face, run_server
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4
+_STATE_EXIT = {"completed": EXIT_OK, "error": EXIT_ERROR, "running": EXIT_RUNNING}
+_USAGE_CODES = {
+    "invalid_arguments",
+    "invalid_directive",
+    "invalid_stream",
+    "invalid_line_range",
+    "invalid_max_chars",
+    "invalid_context",
+    "invalid_query",
+    "invalid_timeout",
+    "invalid_limit",
+    "execution_not_found",
+    "session_not_found",
+    "ambiguous_session",
+}
 
 EXAMPLES = """\
 examples:
-  warmkernel mcp                          serve the tools over stdio (what MCP hosts launch)
-  warmkernel mcp --python .venv/bin/python
-                                          run the kernel in another environment
-  warmkernel mcp --result-mode structured add structuredContent to every result
+  warmkernel run "x = 41; x + 1"        run a cell in this workspace's kernel
+  warmkernel run -f analysis.py         run a file as one cell
+  warmkernel wait 3 --timeout 120       wait for execution 3
+  warmkernel read 3 --lines -20:        the last 20 lines of execution 3
+  warmkernel search "Traceback" -A 5    search the latest execution
+  warmkernel mcp                        serve the tools over stdio (what MCP hosts launch)
+  warmkernel serve --port 8801          serve the tools over Streamable HTTP
 """
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="warmkernel",
-        description="A persistent, observable IPython kernel for AI coding agents, over MCP.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"warmkernel {__version__}")
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    mcp = verbs.add_parser(
-        "mcp",
-        help="serve the MCP tools over stdio",
-        description=(
-            "Serve the MCP tools over stdin/stdout for an MCP host. The workspace is the current "
-            f"directory, or what the trusted resolver named by {CONFIG_ENV} (an absolute path) returns. "
-            "The kernel starts at once, in the background."
-        ),
-        epilog=EXAMPLES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Show defaults and keep the examples' line breaks."""
+
+
+def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
     defaults = Settings()
-    mcp.add_argument(
+    group = parser.add_argument_group("kernel and replies")
+    group.add_argument(
         "--python",
         default=defaults.python,
         metavar="PATH",
         help="interpreter that runs the kernel; it needs ipykernel",
     )
-    mcp.add_argument(
+    group.add_argument(
         "--result-mode",
         choices=("content", "structured"),
         default=defaults.result_mode,
         help="structured adds structuredContent and output schemas; the text is the same",
     )
-    mcp.add_argument(
+    group.add_argument(
         "--wait",
         type=float,
         default=defaults.default_wait_s,
         metavar="SECONDS",
         help="how long run_python waits for a cell before replying that it still runs",
     )
-    mcp.add_argument(
+    group.add_argument(
         "--inline-lines",
         type=int,
         default=defaults.inline_max_lines,
         metavar="N",
         help="lines of a finished cell shown inline before head and tail are used",
     )
-    mcp.add_argument(
+    group.add_argument(
         "--inline-chars",
         type=int,
         default=defaults.inline_max_chars,
         metavar="N",
         help="characters of a finished cell shown inline before head and tail are used",
     )
-    mcp.add_argument(
+    group.add_argument(
         "--log-level",
         default="WARNING",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="server log level (the log goes to stderr)",
     )
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s"
-    )
-    settings = Settings(
+def _kernel_flags(args: argparse.Namespace) -> list[str]:
+    """The kernel options given on this command line, to pass on to a daemon."""
+    return [
+        "--python",
+        args.python,
+        "--result-mode",
+        args.result_mode,
+        "--wait",
+        str(args.wait),
+        "--inline-lines",
+        str(args.inline_lines),
+        "--inline-chars",
+        str(args.inline_chars),
+        "--log-level",
+        args.log_level,
+    ]
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings(
         python=args.python,
         result_mode=args.result_mode,
         default_wait_s=args.wait,
         inline_max_lines=args.inline_lines,
         inline_max_chars=args.inline_chars,
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="warmkernel",
+        description="A persistent, observable IPython kernel for AI coding agents, over MCP, and the same "
+        "kernel from the command line.",
+        epilog=EXAMPLES,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"warmkernel {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument("--session", metavar="ID", help="the session to use (see `warmkernel sessions`)")
+    client.add_argument("--json", action="store_true", help="print the structured result as JSON")
+
+    def verb(name: str, help: str, description: str = "", *, parents: bool = True) -> argparse.ArgumentParser:
+        return verbs.add_parser(
+            name,
+            help=help,
+            description=description or help,
+            parents=[client] if parents else [],
+            formatter_class=_HelpFormatter,
+        )
+
+    run = verb(
+        "run",
+        "run a cell and wait for it",
+        "Run CODE (or a file, or stdin with -) as one cell in this workspace's kernel. Exit status: 0 "
+        "completed, 1 error, 2 usage, 3 still running, 4 interrupted/killed/died.",
+    )
+    run.add_argument("code", nargs="?", metavar="CODE", help="the cell's source; - reads it from stdin")
+    run.add_argument("-f", "--file", type=Path, help="read the cell from FILE")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="wait up to S seconds in all (default: the server's wait, 10 s)",
+    )
+
+    wait = verb("wait", "wait for an execution to finish")
+    wait.add_argument(
+        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
+    )
+    wait.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait")
+
+    verb("status", "the workspace, interpreter and kernel of the session")
+    show = verb("show", "an execution's reply, as the model reads it")
+    show.add_argument(
+        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
+    )
+
+    read = verb("read", "read an execution's output by line range")
+    read.add_argument(
+        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
+    )
+    read.add_argument(
+        "--stream",
+        default="combined",
+        choices=("combined", "stdout", "stderr", "result", "traceback"),
+        help="which stream",
+    )
+    read.add_argument("--lines", metavar="A:B", help='1-based, inclusive: "20:40", ":10", "-10:"')
+    read.add_argument("--max-chars", type=int, metavar="K", help="clip each line to K characters")
+
+    search = verb("search", "search an execution's output")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument(
+        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
+    )
+    mode = search.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--regex", dest="query_mode", action="store_const", const="regex", help="QUERY is a regex"
+    )
+    mode.add_argument(
+        "--literal", dest="query_mode", action="store_const", const="literal", help="QUERY is plain text"
+    )
+    search.add_argument("-B", "--before", type=int, default=0, metavar="K", help="context lines before")
+    search.add_argument("-A", "--after", type=int, default=0, metavar="K", help="context lines after")
+    search.add_argument("-i", "--ignore-case", action="store_true", help="match case-insensitively")
+    search.add_argument(
+        "--stream",
+        default="combined",
+        choices=("combined", "stdout", "stderr", "result", "traceback"),
+        help="which stream",
+    )
+    search.add_argument("--max-matches", type=int, default=200, metavar="N", help="matching lines to show")
+
+    history = verb("history", "executions, newest first")
+    history.add_argument("--limit", type=int, default=20, metavar="N", help="how many")
+    verb("interrupt", "interrupt the running cell (SIGINT)")
+    verb("reset", "kill the kernel and everything it started; start a fresh one")
+    verb("sessions", "list the live sessions of this user")
+
+    start = verb("start", "start a daemon session for this workspace (if none is live)")
+    _add_kernel_options(start)
+    verb("stop", "stop the daemon (or serve) session of this workspace")
+
+    mcp = verb(
+        "mcp",
+        "serve the MCP tools over stdio (what MCP hosts launch)",
+        "Serve the MCP tools over stdin/stdout for an MCP host. The workspace is the current directory, "
+        f"or what the trusted resolver named by {CONFIG_ENV} (an absolute path) returns. The kernel "
+        "starts at once, in the background.",
+        parents=False,
+    )
+    _add_kernel_options(mcp)
+
+    serve = verb(
+        "serve",
+        "serve the MCP tools over Streamable HTTP",
+        "Serve the MCP tools over Streamable HTTP. Every request needs 'Authorization: Bearer TOKEN'; "
+        "the token is --token, else $WARMKERNEL_TOKEN, else generated and written to the session "
+        "descriptor (see `warmkernel sessions --json`).",
+        parents=False,
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind; beyond loopback needs --allowed-host"
+    )
+    serve.add_argument("--port", type=int, default=8801, help="port to bind; 0 picks a free one")
+    serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    serve.add_argument("--token", default=os.environ.get("WARMKERNEL_TOKEN"), help="bearer token to require")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a Host header to accept (repeatable); required to bind beyond loopback",
+    )
+    serve.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    _add_kernel_options(serve)
+
+    verb("init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        workspace = resolve_workspace(Path.cwd())
+        if args.verb in ("mcp", "serve"):
+            return _serve(args)
+        handler = _LOCAL_VERBS.get(args.verb)
+        if handler is not None:
+            return handler(args)
+        return anyio.run(_client_verb, args)
     except WarmkernelError as exc:
-        print(f"warmkernel: {exc}", file=sys.stderr)
-        return 2
-    anyio.run(_serve_until_signalled, settings, workspace)
-    return 0
+        if getattr(args, "json", False):
+            print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
+        else:
+            print(f"warmkernel: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.code in _USAGE_CODES else EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
 
 
-async def _serve_until_signalled(settings: Settings, workspace: Workspace) -> None:
-    """Serve stdio until the host closes stdin or a signal asks us to stop, then clean up."""
+# -- serving --------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s"
+    )
+    workspace = resolve_workspace(Path.cwd())
+    if args.verb == "mcp":
+        face = Face("mcp")
+    elif args.daemon:
+        face = Face("daemon", ready_fd=args.ready_fd)
+    else:
+        check_bind(args.host, args.allowed_host)
+        token = args.token or new_token()
+        face = Face("serve", Endpoint(args.host, args.port, args.path, token, tuple(args.allowed_host)))
+    anyio.run(_serve_until_signalled, _settings(args), workspace, face)
+    return EXIT_OK
+
+
+async def _serve_until_signalled(settings: Settings, workspace: Workspace, face: Face) -> None:
+    """Serve until stdin closes (stdio) or a signal asks us to stop; clean up either way."""
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
@@ -122,6 +322,165 @@ async def _serve_until_signalled(settings: Settings, workspace: Workspace) -> No
                     return
 
         tg.start_soon(stop_on_signal)
-        async with Session.open(settings, workspace) as session:
-            await serve_stdio(session)
+        await run_server(settings, workspace, face)
         tg.cancel_scope.cancel()
+
+
+# -- verbs that need no session ---------------------------------------------------------------
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    sessions = live_descriptors()
+    if args.json:
+        print(json.dumps([vars(d) for d in sessions], indent=2))
+    elif not sessions:
+        print("No live sessions.")
+    else:
+        for descriptor in sessions:
+            print(descriptor.describe())
+    return EXIT_OK
+
+
+def _start(args: argparse.Namespace) -> int:
+    descriptor = find_session(Path.cwd(), args.session)
+    started = descriptor is None
+    if descriptor is None:
+        descriptor = start_daemon(Path.cwd(), _kernel_flags(args))
+    if args.json:
+        print(json.dumps(vars(descriptor) | {"started": started}, indent=2))
+    else:
+        print(("started " if started else "already running: ") + descriptor.describe())
+    return EXIT_OK
+
+
+def _stop(args: argparse.Namespace) -> int:
+    descriptor = find_session(Path.cwd(), args.session)
+    if descriptor is None:
+        raise WarmkernelError("session_not_found", f"no live session serves {Path.cwd()}")
+    stop_session(descriptor)
+    print(json.dumps({"stopped": descriptor.id}) if args.json else f"stopped {descriptor.describe()}")
+    return EXIT_OK
+
+
+def _init(args: argparse.Namespace) -> int:
+    print(init_project(Path.cwd()))
+    return EXIT_OK
+
+
+_LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "sessions": _sessions,
+    "start": _start,
+    "stop": _stop,
+    "init": _init,
+}
+
+
+# -- verbs that are tool calls --------------------------------------------------------------------
+
+
+def _source(args: argparse.Namespace) -> str:
+    if args.file is not None and args.code is not None:
+        raise WarmkernelError("invalid_arguments", "give CODE or -f FILE, not both")
+    if args.file is not None:
+        try:
+            return args.file.read_text()
+        except OSError as exc:
+            raise WarmkernelError("invalid_arguments", f"cannot read {args.file}: {exc.strerror}") from exc
+    if args.code == "-":
+        return sys.stdin.read()
+    if args.code is None:
+        raise WarmkernelError(
+            "invalid_arguments", 'give the cell: warmkernel run "CODE", -f FILE, or - for stdin'
+        )
+    return args.code
+
+
+def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments a client verb stands for."""
+    match args.verb:
+        case "run":
+            return "run_python", {"freeform": _source(args)}
+        case "wait":
+            return "wait_python", {"execution": args.execution, "timeout_seconds": args.timeout}
+        case "status":
+            return "python_status", {}
+        case "show":
+            return "wait_python", {"execution": args.execution, "timeout_seconds": 0}
+        case "read":
+            return "read_python_output", {
+                "execution": args.execution,
+                "stream": args.stream,
+                "line_range": args.lines,
+                "max_chars": args.max_chars,
+            }
+        case "search":
+            return "search_python_output", {
+                "query": args.query,
+                "execution": args.execution,
+                "stream": args.stream,
+                "query_mode": args.query_mode or "auto",
+                "context_before": args.before,
+                "context_after": args.after,
+                "ignore_case": args.ignore_case,
+                "max_matches": args.max_matches,
+            }
+        case "history":
+            return "list_python_executions", {"limit": args.limit}
+        case "interrupt":
+            return "interrupt_python", {}
+        case "reset":
+            return "reset_python", {}
+    raise AssertionError(args.verb)
+
+
+async def _client_verb(args: argparse.Namespace) -> int:
+    tool, arguments = _tool_call(args)
+    descriptor = locate(Path.cwd(), args.session)
+    live_line = tool == "run_python" and sys.stdout.isatty() and not args.json
+    async with connect(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
+        outcome = await call_tool(client, tool, arguments)
+        if tool == "run_python" and args.timeout is not None and outcome.data.get("state") == "running":
+            remaining = max(0.0, args.timeout - float(outcome.data.get("elapsed_s", 0)))
+            wait = {"execution": outcome.data["execution"], "timeout_seconds": remaining}
+            outcome = await call_tool(client, "wait_python", wait)
+    if args.json:
+        print(json.dumps(outcome.data, indent=2))
+    elif outcome.error_code is not None:
+        print(f"warmkernel: {outcome.text}", file=sys.stderr)
+    else:
+        print(outcome.text)
+    return _exit_status(args.verb, outcome)
+
+
+def _exit_status(verb: str, outcome: ToolOutcome) -> int:
+    if outcome.error_code is not None:
+        if outcome.error_code == "busy":
+            return EXIT_RUNNING
+        return EXIT_USAGE if outcome.error_code in _USAGE_CODES else EXIT_ERROR
+    if verb not in ("run", "wait", "show"):
+        return EXIT_OK
+    return _STATE_EXIT.get(outcome.data.get("state", ""), EXIT_STOPPED)
+
+
+@asynccontextmanager
+async def _elapsed_line(*, enabled: bool) -> AsyncIterator[None]:
+    """On a terminal, a live `running 3.2 s` line on stderr while a cell is waited for."""
+    if not enabled:
+        yield
+        return
+    start = time.monotonic()
+
+    async def redraw() -> None:
+        while True:
+            await anyio.sleep(0.1)
+            sys.stderr.write(f"\r\x1b[Krunning {time.monotonic() - start:.1f} s")
+            sys.stderr.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(redraw)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

@@ -4,9 +4,10 @@
       codes for the caller's mistakes:  invalid_arguments, invalid_directive, invalid_stream,
                                         invalid_line_range, invalid_max_chars, invalid_context,
                                         invalid_query, invalid_timeout, invalid_limit,
-                                        execution_not_found
-      codes for the kernel's state:     busy, kernel_start_failed
-      codes for start-up:               workspace_config_failed, python_not_usable
+                                        execution_not_found, invalid_name, variable_not_found
+      codes for the kernel's state:     busy, kernel_start_failed, inspection_failed
+      codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
+      codes for finding a session:      session_not_found, ambiguous_session, session_error
       our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
@@ -27,10 +28,17 @@ ErrorCode = Literal[
     "invalid_timeout",
     "invalid_limit",
     "execution_not_found",
+    "invalid_name",
+    "variable_not_found",
     "busy",
     "kernel_start_failed",
+    "inspection_failed",
     "workspace_config_failed",
     "python_not_usable",
+    "invalid_config",
+    "session_error",
+    "session_not_found",
+    "ambiguous_session",
     "internal_error",
 ]
 

@@ -25,6 +25,7 @@ from warmkernel import __version__, present
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.line_range import parse_line_range
 from warmkernel.execution.search import compile_query, search
+from warmkernel.kernel.helper import check_path
 from warmkernel.present import Reply
 from warmkernel.session import Session
 from warmkernel.types import READABLE_STREAMS
@@ -121,6 +122,14 @@ def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise _fail("invalid_arguments", name, value, "true or false")
     return value
+
+
+def _variable_path(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail(
+            "invalid_name", name, value, 'a variable name or dotted attribute path such as "df.columns"'
+        )
+    return check_path(value)
 
 
 _OPTIONAL_INT: dict[str, Any] = {"type": ["integer", "null"]}
@@ -274,6 +283,18 @@ async def list_python_executions(
     return present.list_reply(session.records, args["limit"])
 
 
+async def list_python_variables(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return present.variables_reply(await session.list_variables(include_modules=args["include_modules"]))
+
+
+async def inspect_python_variable(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return present.summary_reply(await session.inspect_variable(args["name"]))
+
+
 def _annotations(
     *, read_only: bool, destructive: bool = False, idempotent: bool = True
 ) -> types.ToolAnnotations:
@@ -419,6 +440,34 @@ TOOLS: tuple[ToolSpec, ...] = (
         list_python_executions,
         _annotations(read_only=True),
     ),
+    ToolSpec(
+        "list_python_variables",
+        "The user's variables in the live namespace, without running a cell: name, type, size, shape or "
+        "length, and the execution (In [N]) that last bound each. No `_` names or IPython internals; "
+        "modules only with include_modules. Busy while a cell runs.",
+        (Param("include_modules", {"type": "boolean"}, "Also list imported modules.", _flag, False),),
+        list_python_variables,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "inspect_python_variable",
+        "A compact typed summary of one variable as JSON, without running a cell (In, Out, _ and the "
+        "numbering stay untouched). DataFrames: shape, column dtypes, nulls, describe, sample rows, memory; "
+        "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items; "
+        "functions and classes: signature and doc. Past the time budget (5 s), type and size only. "
+        "Busy while a cell runs.",
+        (
+            Param(
+                "name",
+                {"type": "string"},
+                'A variable name or a dotted attribute path, e.g. "df" or "df.columns"; nothing else is '
+                "evaluated.",
+                _variable_path,
+            ),
+        ),
+        inspect_python_variable,
+        _annotations(read_only=True),
+    ),
 )
 
 _BY_NAME = {tool.name: tool for tool in TOOLS}
@@ -427,9 +476,11 @@ _BY_NAME = {tool.name: tool for tool in TOOLS}
 # -- server -----------------------------------------------------------------------------------
 
 
-def build_server(session: Session) -> Server[Any]:
-    """An MCP server over an open session; any transport can serve it."""
-    structured = session.settings.result_mode == "structured"
+def build_server(session: Session, *, structured: bool) -> Server[Any]:
+    """An MCP server over an open session; any transport can serve it.
+
+    `structured` adds structuredContent and output schemas; the text stays the same.
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -486,6 +537,6 @@ def _error_result(text: str) -> types.CallToolResult:
 
 async def serve_stdio(session: Session) -> None:
     """Serve MCP over this process's stdin/stdout until the client closes stdin."""
-    server = build_server(session)
+    server = build_server(session, structured=session.settings.result_mode == "structured")
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

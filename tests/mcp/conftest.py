@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from mcp import Client, StdioServerParameters
+from warmkernel.client import connect
 from warmkernel.config import Settings
+from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
 from warmkernel.mcp_server import build_server
 from warmkernel.session import Session
 from warmkernel.workspace import Workspace
@@ -28,7 +30,7 @@ async def memory_server(workspace: Path, **settings: object) -> AsyncIterator[Cl
     config = Settings(**settings)  # type: ignore[arg-type]
     async with (
         Session.open(config, Workspace(workspace, "launch_cwd")) as session,
-        Client(build_server(session)) as client,
+        Client(build_server(session, structured=config.result_mode == "structured")) as client,
     ):
         yield client
 
@@ -51,7 +53,25 @@ async def stdio_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
         yield client
 
 
-@pytest.fixture(params=["memory", "stdio"])
+@pytest.fixture(scope="session")
+async def http_endpoint(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Endpoint]:
+    """A shared server on a loopback port, behind a bearer token."""
+    workspace = Workspace(tmp_path_factory.mktemp("http-ws"), "launch_cwd")
+    endpoint = Endpoint("127.0.0.1", 0, "/mcp", new_token())
+    async with (
+        Session.open(Settings(), workspace) as session,
+        serve_http(session, bind("127.0.0.1", 0), endpoint, structured=False) as bound,
+    ):
+        yield bound
+
+
+@pytest.fixture(scope="session")
+async def http_client(http_endpoint: Endpoint) -> AsyncIterator[Client]:
+    async with connect(http_endpoint.url, http_endpoint.token) as client:
+        yield client
+
+
+@pytest.fixture(params=["memory", "stdio", "http"])
 def client(request: pytest.FixtureRequest) -> Client:
     """A shared client; the test body runs once per transport."""
     return request.getfixturevalue(f"{request.param}_client")

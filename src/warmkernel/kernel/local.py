@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -89,7 +90,9 @@ class LocalKernel:
         try:
             await kernel._handshake()
         except BaseException:
-            await kernel.kill()
+            # Also when cancelled (the server shutting down mid-start): never orphan a kernel.
+            with anyio.CancelScope(shield=True):
+                await kernel.kill()
             raise
         return kernel
 
@@ -158,17 +161,39 @@ class LocalKernel:
             return "(no kernel log)"
         return "kernel log (last lines):\n" + "\n".join(lines) if lines else "(the kernel log is empty)"
 
-    async def run_silently(self, code: str) -> Reply:
-        """Run set-up code that leaves no record, history entry or execution count behind."""
+    async def run_silently(
+        self,
+        code: str,
+        *,
+        user_expressions: Mapping[str, str] | None = None,
+        interrupt_after_s: float | None = None,
+    ) -> Reply | None:
+        """Run code that leaves no record, history entry or execution count behind.
+
+        None if the kernel exited before replying. Past `interrupt_after_s` the kernel gets one
+        SIGINT and the reply is still awaited: the code is stopped, not abandoned while it runs.
+        """
         waiter = _SilentRun()
-        msg_id = self.channel.execute(code, waiter, silent=True)
+        msg_id = self.channel.execute(code, waiter, silent=True, user_expressions=user_expressions)
         try:
-            await waiter.replied.wait()
-            await waiter.idle.wait()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
+                if interrupt_after_s is not None:
+                    tg.start_soon(self._interrupt_after, interrupt_after_s)
+                await waiter.replied.wait()
+                await waiter.idle.wait()
+                tg.cancel_scope.cancel()
         finally:
             self.channel.forget(msg_id)
-        assert waiter.reply is not None
         return waiter.reply
+
+    async def _cancel_on_exit(self, scope: anyio.CancelScope) -> None:
+        await self.exited.wait()
+        scope.cancel()
+
+    async def _interrupt_after(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+        self.interrupt()
 
     def interrupt(self) -> None:
         """SIGINT to the kernel process, as Ctrl-C in a terminal would send."""

@@ -1,0 +1,218 @@
+"""Session descriptors: how a command line finds the very kernel an agent is using.
+
+Every server process writes one descriptor (JSON: id, pid, workspace, url, token, kind,
+started_at, notebook) with mode 0600 into a per-user runtime directory with mode 0700, and
+removes it at exit. A descriptor whose process is gone is ignored and deleted. This module
+also starts a detached daemon for a workspace that has no live session, and stops one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import psutil
+
+from warmkernel.errors import WarmkernelError
+
+RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
+DAEMON_START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 15.0
+
+SessionKind = Literal["mcp", "serve", "daemon"]
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    id: str
+    pid: int
+    workspace: str
+    url: str
+    token: str
+    kind: SessionKind
+    started_at: float
+    notebook: str | None = None
+    public_url: str | None = None
+    """For `serve`: the Streamable HTTP endpoint it serves to others, with `public_token`."""
+    public_token: str | None = None
+
+    def describe(self) -> str:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}"
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(4)
+
+
+def runtime_dir() -> Path:
+    """The per-user directory of descriptors and daemon logs, created 0700 and checked."""
+    override = os.environ.get(RUNTIME_DIR_ENV)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if override:
+        path = Path(override)
+    elif xdg and Path(xdg).is_dir():
+        path = Path(xdg) / "warmkernel"
+    else:
+        path = Path(tempfile.gettempdir()) / f"warmkernel-{os.getuid()}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise WarmkernelError("session_error", f"{path} belongs to another user; refusing to use it")
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def _sessions_dir() -> Path:
+    path = runtime_dir() / "sessions"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def write_descriptor(descriptor: Descriptor) -> Path:
+    """Write atomically with mode 0600, so a reader never sees half a file."""
+    directory = _sessions_dir()
+    target = directory / f"{descriptor.id}.json"
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
+        json.dump(asdict(descriptor), handle)
+    os.replace(temporary, target)
+    return target
+
+
+def remove_descriptor(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _alive(descriptor: Descriptor) -> bool:
+    """The descriptor's process still runs (not a zombie, not a reused pid)."""
+    try:
+        process = psutil.Process(descriptor.pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= descriptor.started_at + 1
+    except psutil.Error:
+        return False
+
+
+def live_descriptors() -> list[Descriptor]:
+    """Every live session of this user, oldest first; stale or unreadable descriptors are deleted."""
+    found: list[Descriptor] = []
+    for path in sorted(_sessions_dir().glob("*.json")):
+        try:
+            descriptor = Descriptor(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if _alive(descriptor):
+            found.append(descriptor)
+        else:
+            path.unlink(missing_ok=True)
+    return sorted(found, key=lambda d: d.started_at)
+
+
+def _contains(workspace: str, cwd: Path) -> bool:
+    return cwd == Path(workspace) or Path(workspace) in cwd.parents
+
+
+def find_session(cwd: Path, session_id: str | None = None) -> Descriptor | None:
+    """The live session whose workspace contains `cwd` (or the one named); None if there is none."""
+    sessions = live_descriptors()
+    if session_id is not None:
+        for descriptor in sessions:
+            if descriptor.id == session_id:
+                return descriptor
+        known = ", ".join(d.id for d in sessions) or "none"
+        raise WarmkernelError("session_not_found", f"no live session {session_id!r}; live sessions: {known}")
+    matching = [d for d in sessions if _contains(d.workspace, cwd.resolve())]
+    if len(matching) > 1:
+        listing = "\n".join(f"  {d.describe()}" for d in matching)
+        raise WarmkernelError(
+            "ambiguous_session",
+            f"{len(matching)} live sessions serve {cwd}; choose one with --session ID:\n{listing}",
+        )
+    return matching[0] if matching else None
+
+
+def start_daemon(workspace: Path, extra_args: list[str]) -> Descriptor:
+    """Start `warmkernel serve --daemon` detached in `workspace` and return its descriptor.
+
+    The daemon writes its session id to an inherited pipe once its descriptor exists, so
+    this waits on that pipe, not on the file system.
+    """
+    log_path = runtime_dir() / f"daemon-{int(time.time())}-{os.getpid()}.log"
+    read_fd, write_fd = os.pipe()
+    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "warmkernel",
+                "serve",
+                "--daemon",
+                "--ready-fd",
+                str(write_fd),
+                *extra_args,
+            ],
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    try:
+        session_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
+    finally:
+        os.close(read_fd)
+    if not session_id:
+        process.poll()
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+        raise WarmkernelError("session_error", f"the daemon did not start (log {log_path}):\n{tail}")
+    descriptor = find_session(workspace, session_id)
+    assert descriptor is not None
+    return descriptor
+
+
+def _read_line(fd: int, timeout_s: float) -> str:
+    """What the daemon wrote up to its first newline; "" if it closed the pipe or timed out."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while b"\n" not in data and (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([fd], [], [], remaining)
+        chunk = os.read(fd, 256) if ready else b""
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace") if b"\n" in data else ""
+
+
+def stop_session(descriptor: Descriptor) -> None:
+    """SIGTERM a daemon or `serve` process and wait until it has cleaned up."""
+    if descriptor.kind == "mcp":
+        raise WarmkernelError(
+            "session_error",
+            f"session {descriptor.id} is an MCP server run by an agent's host; "
+            "it stops when the host closes it",
+        )
+    try:
+        process = psutil.Process(descriptor.pid)
+        process.send_signal(signal.SIGTERM)
+        process.wait(STOP_TIMEOUT_S)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired as exc:
+        raise WarmkernelError(
+            "session_error",
+            f"session {descriptor.id} (pid {descriptor.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
+        ) from exc

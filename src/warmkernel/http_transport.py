@@ -1,0 +1,163 @@
+"""Streamable HTTP: the tool table behind a bearer token and the SDK's Host/Origin guard.
+
+Every request must carry `Authorization: Bearer <token>` (401 otherwise). Behind that, the
+MCP SDK's transport security refuses a Host header that is not allowed (421) and a foreign
+Origin (403), which keeps browsers on other sites away from a loopback server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+
+import anyio
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.mcp_server import build_server
+from warmkernel.session import Session
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_SHUTDOWN_S = 5.0
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class BearerAuth:
+    """ASGI middleware: 401 for any request without the exact bearer token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if secrets.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        body = b"401 Unauthorized: send the session token as 'Authorization: Bearer <token>'\n"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"www-authenticate", b'Bearer realm="warmkernel"'),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an HTTP face listens and who may talk to it."""
+
+    host: str
+    port: int
+    path: str
+    token: str
+    allowed_hosts: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allowed_hosts: Sequence[str]) -> None:
+    """Refuse to listen beyond loopback unless the Host names to accept are given."""
+    if not is_loopback(host) and not allowed_hosts:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"--host {host} is not a loopback address; binding beyond loopback needs "
+            "--allowed-host NAME[:PORT] (repeatable) for every Host header clients will send",
+        )
+
+
+def _security(host: str, allowed_hosts: Sequence[str]) -> TransportSecuritySettings:
+    hosts = [f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")]
+    origins = [f"http://{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")]
+    for name in allowed_hosts:
+        hosts.append(name if ":" in name else f"{name}:*")
+        origins.append(f"http://{name}" if ":" in name else f"http://{name}:*")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket; port 0 picks a free one (read it back from the socket)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise WarmkernelError("invalid_arguments", f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers: the CLI owns signals and stops us itself."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serve_http(
+    session: Session, sock: socket.socket, endpoint: Endpoint, *, structured: bool
+) -> AsyncIterator[Endpoint]:
+    """Serve the tools on `sock` while the block runs; yields the endpoint actually bound."""
+    port = sock.getsockname()[1]
+    bound = Endpoint(endpoint.host, port, endpoint.path, endpoint.token, endpoint.allowed_hosts)
+    app = build_server(session, structured=structured).streamable_http_app(
+        streamable_http_path=endpoint.path,
+        transport_security=_security(endpoint.host, endpoint.allowed_hosts),
+        host=endpoint.host,
+    )
+    config = uvicorn.Config(BearerAuth(app, endpoint.token), log_level="warning", lifespan="on")
+    server = _Uvicorn(config)
+    stopped = anyio.Event()
+
+    async def run() -> None:
+        # Shielded: uvicorn stops through should_exit, so its lifespan shuts down cleanly.
+        with anyio.CancelScope(shield=True):
+            await server.serve([sock])
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            yield bound
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_S):
+                await stopped.wait()
+            server.force_exit = True

@@ -1,0 +1,82 @@
+"""One warmkernel server process: a Session, the face it was started for, and its descriptor.
+
+Whatever the face (MCP over stdio for an agent's host, Streamable HTTP for `serve`, nothing
+more for a daemon), the process also serves the same tools on a loopback endpoint with its
+own token and advertises it in a session descriptor, so the CLI reaches the very same kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import anyio
+
+from warmkernel.config import Settings
+from warmkernel.daemon import Descriptor, SessionKind, new_session_id, remove_descriptor, write_descriptor
+from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
+from warmkernel.mcp_server import serve_stdio
+from warmkernel.session import Session
+from warmkernel.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Face:
+    """What the process serves besides its session endpoint."""
+
+    kind: SessionKind
+    public: Endpoint | None = None
+    """The `serve` endpoint (host, port, path, token), when kind is `serve`."""
+    ready_fd: int | None = None
+    """A pipe to write the session id to once the descriptor exists (daemon start-up)."""
+
+
+async def run_server(settings: Settings, workspace: Workspace, face: Face) -> None:
+    """Serve until stdin closes (stdio) or the task is cancelled (HTTP, daemon)."""
+    # Bind before anything else so a busy port fails fast, before a kernel starts.
+    public_socket = bind(face.public.host, face.public.port) if face.public else None
+    if face.public is not None and public_socket is not None:
+        # stderr: this is `serve`, never the stdio face, but stdout stays free for scripts.
+        print(
+            f"warmkernel: serving MCP at {_public_url(face.public, public_socket)}",
+            file=sys.stderr,
+            flush=True,
+        )
+    async with Session.open(settings, workspace) as session:
+        local = Endpoint("127.0.0.1", 0, "/mcp", new_token())
+        async with serve_http(session, bind(local.host, 0), local, structured=True) as endpoint:
+            descriptor = Descriptor(
+                id=new_session_id(),
+                pid=os.getpid(),
+                workspace=str(workspace.path),
+                url=endpoint.url,
+                token=endpoint.token,
+                kind=face.kind,
+                started_at=time.time(),
+                public_url=_public_url(face.public, public_socket),
+                public_token=face.public.token if face.public else None,
+            )
+            path = write_descriptor(descriptor)
+            try:
+                if face.ready_fd is not None:
+                    os.write(face.ready_fd, f"{descriptor.id}\n".encode())
+                    os.close(face.ready_fd)
+                if face.kind == "mcp":
+                    await serve_stdio(session)
+                elif face.public is not None and public_socket is not None:
+                    structured = settings.result_mode == "structured"
+                    async with serve_http(session, public_socket, face.public, structured=structured):
+                        await anyio.sleep_forever()
+                else:
+                    await anyio.sleep_forever()
+            finally:
+                remove_descriptor(path)
+
+
+def _public_url(public: Endpoint | None, sock: socket.socket | None) -> str | None:
+    if public is None or sock is None:
+        return None
+    return replace(public, port=sock.getsockname()[1]).url

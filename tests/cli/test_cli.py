@@ -1,0 +1,220 @@
+"""The `warmkernel` command line: verbs, exit statuses, sessions, daemons and `init`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import anyio
+import psutil
+import pytest
+
+from mcp import Client
+from tests.cli.conftest import Cli
+from tests.mcp.calls import call, run
+from tests.mcp.conftest import stdio_parameters
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        pytest.param("1 + 1", 0, id="completed"),
+        pytest.param("1/0", 1, id="error"),
+        pytest.param("# warmkernel: --wait 0.2\nimport time; time.sleep(3)", 3, id="still-running"),
+        pytest.param("import os; os._exit(1)", 4, id="died"),
+    ],
+)
+def test_run_exit_status_follows_the_execution_state(daemon_cli: Cli, code: str, status: int) -> None:
+    done = daemon_cli("run", code)
+    assert done.returncode == status, done.stdout + done.stderr
+    if status == 3:
+        assert daemon_cli("wait", "--timeout", "30").returncode == 0
+
+
+def test_usage_errors_exit_2(daemon_cli: Cli) -> None:
+    assert daemon_cli("run", "1").returncode == 0
+    done = daemon_cli("read", "--lines", "1-3")
+    assert done.returncode == 2
+    assert done.stderr.startswith("warmkernel: invalid_line_range:")
+    assert daemon_cli("run").returncode == 2
+    assert daemon_cli("bogus-verb").returncode == 2
+
+
+def test_interrupted_run_exits_4(daemon_cli: Cli) -> None:
+    assert daemon_cli("run", "# warmkernel: --wait 0.1\nimport time; time.sleep(30)").returncode == 3
+    assert daemon_cli("interrupt").stdout.startswith("interrupt_sent")
+    done = daemon_cli("wait", "--timeout", "30")
+    assert done.returncode == 4
+    assert "interrupted" in done.stdout.splitlines()[0]
+
+
+def test_run_reads_a_file_and_stdin(daemon_cli: Cli) -> None:
+    (daemon_cli.workspace / "cell.py").write_text("from_file = 'f'\nfrom_file * 3")
+    assert daemon_cli("run", "-f", "cell.py").stdout.splitlines()[-1].endswith("'fff'")
+    assert daemon_cli("run", "-", stdin="print('from stdin')").stdout.splitlines()[-1] == "from stdin"
+
+
+def test_verbs_print_what_the_model_reads(daemon_cli: Cli) -> None:
+    first = daemon_cli("run", "for i in range(1, 6): print(f'line {i}')").stdout
+    number = int(first.split("]")[0].removeprefix("In ["))
+    assert daemon_cli("read", str(number), "--lines", "2:3").stdout.splitlines()[1:] == ["line 2", "line 3"]
+    search = daemon_cli("search", "line [45]", str(number), "--regex").stdout.splitlines()
+    assert search[1:] == ["M 4 | line 4", "M 5 | line 5"]
+    assert daemon_cli("show", str(number)).stdout == first
+    assert daemon_cli("history", "--limit", "1").stdout.split()[0] == str(number)
+    assert "kernel: ready" in daemon_cli("status").stdout
+
+
+def test_json_prints_the_structured_result(daemon_cli: Cli) -> None:
+    data = json.loads(daemon_cli("run", "--json", "print('j')").stdout)
+    assert (data["state"], data["output"]) == ("completed", "j")
+    error = json.loads(daemon_cli("read", "--json", "--lines", "x").stdout)
+    assert error["error"]["code"] == "invalid_line_range"
+
+
+def test_cli_reaches_the_kernel_an_agent_is_using(cli: Cli) -> None:
+    async def agent_then_cli() -> str:
+        env = {"WARMKERNEL_RUNTIME_DIR": str(cli.runtime)}
+        async with Client(stdio_parameters(cli.workspace, env=env)) as agent:
+            await run(agent, "x = 'set by the agent'")
+            done = await anyio.to_thread.run_sync(lambda: cli("run", "x"))
+            assert done.returncode == 0, done.stderr
+            listing = await call(agent, "list_python_executions")
+            assert listing.splitlines()[0].split()[0] == "2"  # the CLI's cell took the next number
+            return done.stdout
+
+    assert anyio.run(agent_then_cli).splitlines()[-1] == "Out[2]: 'set by the agent'"
+
+
+def test_descriptor_and_runtime_directory_are_private(daemon_cli: Cli) -> None:
+    sessions = daemon_cli.runtime / "sessions"
+    assert stat.S_IMODE(daemon_cli.runtime.stat().st_mode) == 0o700
+    assert stat.S_IMODE(sessions.stat().st_mode) == 0o700
+    (descriptor,) = sessions.glob("*.json")
+    assert stat.S_IMODE(descriptor.stat().st_mode) == 0o600
+    data = json.loads(descriptor.read_text())
+    assert set(data) >= {"id", "pid", "workspace", "url", "token", "kind", "started_at", "notebook"}
+    assert data["kind"] == "daemon" and data["workspace"] == str(daemon_cli.workspace)
+    assert data["url"].startswith("http://127.0.0.1:")
+
+
+def test_stale_descriptor_is_ignored_and_removed(cli: Cli) -> None:
+    sessions = cli.runtime / "sessions"
+    sessions.mkdir(parents=True)
+    stale = sessions / "deadbeef.json"
+    dead = psutil.Popen(["true"])
+    dead.wait()
+    stale.write_text(
+        json.dumps(
+            {
+                "id": "deadbeef",
+                "pid": dead.pid,
+                "workspace": str(cli.workspace),
+                "url": "http://127.0.0.1:9/mcp",
+                "token": "t",
+                "kind": "daemon",
+                "started_at": time.time(),
+            }
+        )
+    )
+    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert not stale.exists()
+
+
+def test_two_sessions_for_one_workspace_are_ambiguous(cli: Cli) -> None:
+    async def two_agents() -> None:
+        env = {"WARMKERNEL_RUNTIME_DIR": str(cli.runtime)}
+        async with (
+            Client(stdio_parameters(cli.workspace, env=env)),
+            Client(stdio_parameters(cli.workspace, env=env)),
+        ):
+            ids = [line.split()[0] for line in cli("sessions").stdout.splitlines()]
+            assert len(ids) == 2
+            done = await anyio.to_thread.run_sync(lambda: cli("status"))
+            assert done.returncode == 2
+            assert "ambiguous_session" in done.stderr and all(i in done.stderr for i in ids)
+            chosen = await anyio.to_thread.run_sync(lambda: cli("status", "--session", ids[1]))
+            assert chosen.returncode == 0
+
+    anyio.run(two_agents)
+
+
+def test_auto_start_then_stop(cli: Cli) -> None:
+    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert cli("run", "1").returncode == 0
+    (line,) = cli("sessions").stdout.splitlines()
+    assert " daemon " in line
+    pid = int(line.split("pid")[1].split()[0])
+    stopped = cli("stop")
+    assert stopped.returncode == 0 and stopped.stdout.startswith("stopped ")
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert cli("stop").returncode == 2
+
+
+def test_stop_refuses_an_agents_mcp_server(cli: Cli) -> None:
+    async def agent() -> None:
+        async with Client(stdio_parameters(cli.workspace, env={"WARMKERNEL_RUNTIME_DIR": str(cli.runtime)})):
+            done = await anyio.to_thread.run_sync(lambda: cli("stop"))
+            assert done.returncode == 1 and "MCP server run by an agent's host" in done.stderr
+
+    anyio.run(agent)
+
+
+def test_init_is_idempotent_and_keeps_other_servers(cli: Cli) -> None:
+    mcp_json = cli.workspace / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"other": {"command": "other"}}}))
+    (cli.workspace / "AGENTS.md").write_text("# Project notes\n\nKeep this.\n")
+    first = cli("init")
+    assert first.returncode == 0
+    assert "Codex" in first.stdout and "VS Code" in first.stdout
+    servers = json.loads(mcp_json.read_text())["mcpServers"]
+    assert servers == {
+        "other": {"command": "other"},
+        "warmkernel": {"command": "warmkernel", "args": ["mcp"]},
+    }
+    agents = (cli.workspace / "AGENTS.md").read_text()
+    assert agents.startswith("# Project notes\n\nKeep this.\n") and "read_python_output" in agents
+    skill = cli.workspace / ".claude" / "skills" / "warmkernel" / "SKILL.md"
+    assert skill.read_text().startswith("---\nname: warmkernel\n")
+    files = {path: path.read_bytes() for path in (mcp_json, cli.workspace / "AGENTS.md", skill)}
+    second = cli("init")
+    assert [line for line in second.stdout.splitlines() if line.startswith(("created", "updated"))] == []
+    assert {path: path.read_bytes() for path in files} == files
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        "run",
+        "wait",
+        "status",
+        "show",
+        "read",
+        "search",
+        "history",
+        "interrupt",
+        "reset",
+        "sessions",
+        "start",
+        "stop",
+        "mcp",
+        "serve",
+        "init",
+    ],
+)
+def test_every_verb_has_help(cli: Cli, verb: str) -> None:
+    done = cli(verb, "--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: warmkernel " + verb)
+
+
+def test_top_level_help_shows_examples(cli: Cli) -> None:
+    assert "examples:" in cli("--help").stdout
+
+
+def test_no_daemon_is_left_behind(cli: Cli) -> None:
+    assert cli("run", "1").returncode == 0
+    pid = int(cli("sessions").stdout.split("pid")[1].split()[0])
+    assert os.getpgid(pid) == pid  # detached: its own session and process group

@@ -44,6 +44,7 @@ _USAGE_CODES = {
     "execution_not_found",
     "session_not_found",
     "ambiguous_session",
+    "workspace_config_failed",
 }
 
 EXAMPLES = """\

@@ -1,0 +1,1 @@
+"""Notebook binding: cell analysis, staleness and the `.ipynb` document."""

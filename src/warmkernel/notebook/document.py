@@ -1,0 +1,229 @@
+"""The `.ipynb` file: reading its code cells, and writing run outputs back atomically.
+
+`read_notebook(path)` returns the code cells in order, each with its index among code
+cells, id and source. `write_outputs(path, outputs)` puts outputs and execution counts of
+cells that warmkernel ran into the file, and nothing else.
+
+Ids. A code cell's `id` is its nbformat id when it has a usable one: a non-empty string
+that no earlier cell in the file already uses. Otherwise (nbformat 4.0-4.4 files have no
+ids; copy-pasted cells can repeat one) its id is derived, `wk-<h>-<n>`: `<h>` is the first
+12 hex digits of the sha256 of its source (UTF-8) and `<n>` counts the code cells above it
+with the very same source. So a derived id survives moving, inserting and deleting other
+cells; editing the cell gives it a new id, and undoing the edit gives the old one back.
+Older minor versions are read as if upgraded to 4.5 in memory, with derived ids rather than
+nbformat's random ones, which would differ on every read.
+
+Reading parses the JSON directly and uses nbformat for the version and for output line
+splitting: nbformat's reader validates (logging on imperfect files Jupyter opens fine),
+warns and assigns random ids where ids are missing.
+
+Writing changes only `outputs` and `execution_count` of the given cells, and only if each
+of them is still in the file with the source that ran; otherwise it writes nothing and says
+which cells blocked it. The rest of the file is kept: key order, metadata, other cells,
+minor version, indentation, line endings and the trailing newline. New outputs have sorted
+keys if the file sorts its keys; numbers are written the way Jupyter writes them. The new
+text goes to a temporary file in the same directory, which replaces the notebook
+(`os.replace`) unless the notebook changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import nbformat
+from nbformat.reader import get_version
+from nbformat.v4.rwbase import split_lines
+
+from warmkernel.errors import WarmkernelError
+
+BlockReason = Literal["cell_missing", "source_changed", "file_changed_during_write"]
+_INDENT = re.compile(r"\{\r?\n([ \t]+)\S")
+_NON_ASCII_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
+"""A `\\uXXXX` escape of a printable character: a writer that escaped non-ASCII text."""
+
+
+@dataclass(frozen=True)
+class NotebookCell:
+    """A code cell of the notebook on disk."""
+
+    index: int
+    """0-based among the code cells."""
+    id: str
+    source: str
+    id_derived: bool
+    """The file gives it no usable id; `id` is derived from its source and position."""
+
+
+@dataclass(frozen=True)
+class Notebook:
+    path: Path
+    nbformat_minor: int
+    """The minor version in the file (cells are read as 4.5 whatever it is)."""
+    cells: tuple[NotebookCell, ...]
+
+
+@dataclass(frozen=True)
+class CellOutputs:
+    """What one run of a cell left, to be written into the file."""
+
+    source: str
+    """The source that ran; the write is refused if the file now has another."""
+    execution_count: int | None
+    outputs: Sequence[Mapping[str, Any]]
+    """nbformat v4 output dicts (`nbformat.v4.output_from_msg` makes them)."""
+
+
+@dataclass(frozen=True)
+class BlockedCell:
+    id: str
+    reason: BlockReason
+
+
+@dataclass(frozen=True)
+class WriteBack:
+    written: bool
+    """The file holds the given outputs now (also when it already did and was left alone)."""
+    blocked: tuple[BlockedCell, ...]
+
+
+def derived_id(source: str, repeats_above: int) -> str:
+    """The id of a cell without a usable one; see the module docstring."""
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"wk-{digest[:12]}-{repeats_above}"
+
+
+def read_notebook(path: Path) -> Notebook:
+    """The notebook's code cells; a file that is not an nbformat 4 notebook is `invalid_arguments`."""
+    raw, _ = _load(path)
+    _, minor = get_version(raw)
+    cells = tuple(
+        NotebookCell(index=index, id=cell_id, source=source, id_derived=derived)
+        for index, (cell_id, source, derived, _) in enumerate(_code_cells(raw))
+    )
+    return Notebook(path=path, nbformat_minor=minor, cells=cells)
+
+
+def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
+    """Write outputs of cells by id, all or nothing; see the module docstring."""
+    target = Path(os.path.realpath(path))  # replace the file a symlink points to, not the link
+    raw, text = _load(target)
+    on_disk = {cell_id: (source, cell) for cell_id, source, _, cell in _code_cells(raw)}
+    blocked = tuple(
+        BlockedCell(cell_id, "cell_missing" if cell_id not in on_disk else "source_changed")
+        for cell_id, ran in outputs.items()
+        if cell_id not in on_disk or on_disk[cell_id][0] != ran.source
+    )
+    if blocked or not outputs:
+        return WriteBack(written=not blocked, blocked=blocked)
+    sort_keys = _keys_sorted(raw)
+    for cell_id, ran in outputs.items():
+        cell = on_disk[cell_id][1]
+        cell["outputs"] = _file_outputs(ran.outputs, sort_keys=sort_keys)
+        cell["execution_count"] = ran.execution_count
+    new_text = _dumps_like(raw, text)
+    if new_text == text:
+        return WriteBack(written=True, blocked=())  # leave the mtime alone: editors reload on it
+    if not _replace(target, text, new_text):
+        return WriteBack(
+            written=False,
+            blocked=tuple(BlockedCell(cell_id, "file_changed_during_write") for cell_id in outputs),
+        )
+    return WriteBack(written=True, blocked=())
+
+
+def _load(path: Path) -> tuple[dict[str, Any], str]:
+    """The file's JSON and text, or `invalid_arguments` saying why it is not a v4 notebook."""
+    try:
+        text = path.read_bytes().decode("utf-8")  # not read_text: it would turn \r\n into \n
+    except FileNotFoundError as exc:
+        raise WarmkernelError("invalid_arguments", f"notebook {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WarmkernelError("invalid_arguments", f"notebook {path} cannot be read: {exc}") from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WarmkernelError("invalid_arguments", f"notebook {path} is not JSON: {exc}") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells", []), list):
+        raise WarmkernelError("invalid_arguments", f"notebook {path} is not a Jupyter notebook")
+    major, minor = get_version(raw)
+    if major != nbformat.v4.nbformat:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"notebook {path} is nbformat {major}.{minor}; warmkernel reads nbformat 4 "
+            "(open and save it in Jupyter to upgrade it)",
+        )
+    return raw, text
+
+
+def _code_cells(raw: Mapping[str, Any]) -> list[tuple[str, str, bool, dict[str, Any]]]:
+    """(id, source, whether the id is derived, the cell's own dict) of each code cell, in order."""
+    ids_above: set[str] = set()
+    same_source_above: Counter[str] = Counter()
+    found: list[tuple[str, str, bool, dict[str, Any]]] = []
+    for cell in raw.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        given = cell.get("id")
+        usable = isinstance(given, str) and given != "" and given not in ids_above
+        if isinstance(given, str):
+            ids_above.add(given)  # any cell type: the first holder of a repeated id keeps it
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        cell_id = str(given) if usable else derived_id(source, same_source_above[source])
+        same_source_above[source] += 1
+        found.append((cell_id, source, not usable, cell))
+    return found
+
+
+def _keys_sorted(raw: Mapping[str, Any]) -> bool:
+    """Whether the file sorts its keys, as Jupyter and VS Code do."""
+    dicts = [raw, *(cell for cell in raw.get("cells", []) if isinstance(cell, dict))]
+    return all(list(each) == sorted(each) for each in dicts)
+
+
+def _file_outputs(outputs: Sequence[Mapping[str, Any]], *, sort_keys: bool) -> list[Any]:
+    """Outputs as the file stores them: multi-line text split into lists of lines."""
+    holder = nbformat.from_dict({"cells": [{"cell_type": "code", "outputs": list(outputs)}]})  # copies
+    return json.loads(json.dumps(split_lines(holder).cells[0].outputs, sort_keys=sort_keys))
+
+
+def _dumps_like(raw: Mapping[str, Any], original: str) -> str:
+    """Serialise `raw` in the original file's style, so only changed values differ."""
+    indent = match.group(1) if (match := _INDENT.match(original)) else None
+    escaped = original.isascii() and _NON_ASCII_ESCAPE.search(original) is not None
+    text = json.dumps(raw, indent=indent, ensure_ascii=escaped)
+    newline = "\r\n" if "\r\n" in original else "\n"
+    if newline != "\n":
+        text = text.replace("\n", newline)
+    return text + newline if original.endswith("\n") else text
+
+
+def _replace(target: Path, expected: str, new_text: str) -> bool:
+    """Atomically put `new_text` in place of `target` if it still reads `expected`."""
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(new_text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        shutil.copymode(target, temporary)  # mkstemp makes it 0600; keep the notebook's mode
+        if target.read_bytes() != expected.encode("utf-8"):
+            return False  # an editor saved meanwhile; its save wins
+        os.replace(temporary, target)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)

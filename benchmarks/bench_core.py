@@ -20,6 +20,7 @@ The Markdown table goes to stdout; progress goes to stderr. `--quick` runs small
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -37,7 +38,6 @@ import mcp_types as types
 import psutil
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-
 from mcp import Client, StdioServerParameters
 
 # The raw kernel gets the same environment and flags as warmkernel's own kernels.
@@ -77,6 +77,10 @@ def progress(message: str) -> None:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
+
+
+def signed_ms(seconds: float) -> str:
+    return f"{seconds * 1000:+.2f} ms"
 
 
 def p95(samples: list[float]) -> float:
@@ -156,7 +160,8 @@ async def raw_kernel(workspace: Path) -> AsyncIterator[AsyncKernelClient]:
             yield client
         finally:
             client.stop_channels()
-            await manager.shutdown_kernel(now=True)
+            with anyio.CancelScope(shield=True):
+                await manager.shutdown_kernel(now=True)
 
 
 async def raw_execute(client: AsyncKernelClient, code: str) -> str:
@@ -198,10 +203,12 @@ async def round_trip(wk: Client, raw: AsyncKernelClient, counts: Counts) -> list
             f"trivial cell round trip, median of {n}",
             ms(median_wk),
             ms(median_raw),
-            f"+{ms(median_wk - median_raw)}",
+            signed_ms(median_wk - median_raw),
             f"≤ raw + 1 ms: {verdict(median_wk - median_raw <= 0.001)}",
         ),
-        Row(f"trivial cell round trip, p95 of {n}", ms(p95_wk), ms(p95_raw), f"+{ms(p95_wk - p95_raw)}", "—"),
+        Row(
+            f"trivial cell round trip, p95 of {n}", ms(p95_wk), ms(p95_raw), signed_ms(p95_wk - p95_raw), "—"
+        ),
     ]
 
 
@@ -286,7 +293,7 @@ async def reads_and_search(wk: Client, execution: int, counts: Counts) -> list[R
             wk, counts.reads, "read_python_output", execution=execution, line_range=line_range
         )
         case = f'read_python_output "{line_range}", median of {counts.reads}'
-        rows.append(Row(case, ms(seconds), "—", f"floor +{ms(seconds - floor)}", "—"))
+        rows.append(Row(case, ms(seconds), "—", f"floor {signed_ms(seconds - floor)}", "—"))
     seconds = await median_call(
         wk,
         counts.searches,
@@ -296,7 +303,7 @@ async def reads_and_search(wk: Client, execution: int, counts: Counts) -> list[R
         query_mode="regex",
     )
     case = f'search_python_output "^{needle}$" (regex), median of {counts.searches}'
-    rows.append(Row(case, ms(seconds), "—", f"floor +{ms(seconds - floor)}", "—"))
+    rows.append(Row(case, ms(seconds), "—", f"floor {signed_ms(seconds - floor)}", "—"))
     return rows
 
 
@@ -334,6 +341,8 @@ async def benchmark(counts: Counts) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory:
         workspace = Path(directory)
         async with AsyncExitStack() as stack:
+            load = os.getloadavg()[0]
+            progress(f"load average {load:.2f} on {os.cpu_count()} CPUs; other work skews the numbers")
             progress("starting a warmkernel server and a raw kernel")
             wk = await stack.enter_async_context(Client(server_parameters(workspace)))
             raw = await stack.enter_async_context(raw_kernel(workspace))

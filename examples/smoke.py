@@ -11,6 +11,12 @@ import sys
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
 
 CELLS = [
     "import sys\nprint(sys.version.split()[0])",
@@ -26,10 +32,10 @@ async def main() -> None:
         for cell in CELLS:
             result = await client.call_tool("run_python", {"freeform": cell})
             print(">>> run_python", repr(cell))
-            print(result.content[0].text if result.content else "", end="\n\n")
+            print(text_of(result), end="\n\n")
         status = await client.call_tool("list_python_executions", {})
         print(">>> list_python_executions")
-        print(status.content[0].text if status.content else "")
+        print(text_of(status))
 
 
 if __name__ == "__main__":

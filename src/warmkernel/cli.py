@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import anyio
 
 from warmkernel import __version__
 from warmkernel.client import ToolOutcome, call_tool, connect, locate
-from warmkernel.config import Settings
+from warmkernel.config import Settings, load_summarizers
 from warmkernel.daemon import find_session, live_descriptors, start_daemon, stop_session
 from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, check_bind, new_token
@@ -45,6 +46,9 @@ _USAGE_CODES = {
     "session_not_found",
     "ambiguous_session",
     "workspace_config_failed",
+    "invalid_config",
+    "invalid_name",
+    "variable_not_found",
 }
 
 EXAMPLES = """\
@@ -54,6 +58,7 @@ examples:
   warmkernel wait 3 --timeout 120       wait for execution 3
   warmkernel read 3 --lines -20:        the last 20 lines of execution 3
   warmkernel search "Traceback" -A 5    search the latest execution
+  warmkernel inspect df                 a typed summary of df, without running a cell
   warmkernel mcp                        serve the tools over stdio (what MCP hosts launch)
   warmkernel serve --port 8801          serve the tools over Streamable HTTP
 """
@@ -222,6 +227,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--max-matches", type=int, default=200, metavar="N", help="matching lines to show")
 
+    variables = verb("vars", "the user's variables in the live namespace, without running a cell")
+    variables.add_argument("--modules", action="store_true", help="also list imported modules")
+    inspect = verb("inspect", "a typed summary of one variable, without running a cell")
+    inspect.add_argument("name", metavar="NAME", help='a name or dotted attribute path, e.g. "df.columns"')
+
     history = verb("history", "executions, newest first")
     history.add_argument("--limit", type=int, default=20, metavar="N", help="how many")
     verb("interrupt", "interrupt the running cell (SIGINT)")
@@ -308,7 +318,8 @@ def _serve(args: argparse.Namespace) -> int:
         check_bind(args.host, args.allowed_host)
         token = args.token or new_token()
         face = Face("serve", Endpoint(args.host, args.port, args.path, token, tuple(args.allowed_host)))
-    anyio.run(_serve_until_signalled, _settings(args), workspace, face)
+    settings = replace(_settings(args), summarizers=load_summarizers(workspace.path))
+    anyio.run(_serve_until_signalled, settings, workspace, face)
     return EXIT_OK
 
 
@@ -427,6 +438,10 @@ def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             }
         case "history":
             return "list_python_executions", {"limit": args.limit}
+        case "vars":
+            return "list_python_variables", {"include_modules": args.modules}
+        case "inspect":
+            return "inspect_python_variable", {"name": args.name}
         case "interrupt":
             return "interrupt_python", {}
         case "reset":

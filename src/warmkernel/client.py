@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from mcp import Client
 from warmkernel.daemon import Descriptor, find_session, start_daemon
 
 

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
+
+from warmkernel.errors import WarmkernelError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib  # pyright: ignore[reportMissingImports]
 
 ResultMode = Literal["content", "structured"]
 
@@ -26,3 +35,45 @@ class Settings:
     """Time budget of one search; a regex that runs longer is abandoned."""
     running_tail_lines: int = 5
     """How many of the latest output lines a reply for a running cell shows."""
+    spill_threshold_bytes: int = 1_000_000
+    """An execution's output moves from memory to files in the private runtime root past this size."""
+    max_output_bytes: int = 2_000_000_000
+    """The most bytes of spilled output kept; past it the oldest finished executions' output is dropped."""
+    inspect_timeout_s: float = 5.0
+    """Time budget of one variable summary or listing; past it a degraded summary comes back."""
+    summarizers: tuple[str, ...] = ()
+    """User summarizers, `module:function`, imported inside the kernel and tried before the built-ins."""
+
+
+_SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+
+
+def load_summarizers(workspace: Path) -> tuple[str, ...]:
+    """`summarizers` from `warmkernel.toml` ([inspection]), else `pyproject.toml`
+    ([tool.warmkernel.inspection]), in the workspace; `()` when neither sets it."""
+    for name, keys in (
+        ("warmkernel.toml", ("inspection",)),
+        ("pyproject.toml", ("tool", "warmkernel", "inspection")),
+    ):
+        path = workspace / name
+        try:
+            table: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise WarmkernelError("invalid_config", f"{path} cannot be read: {exc}") from exc
+        for key in keys:
+            table = table.get(key) if isinstance(table, dict) else None
+        if not isinstance(table, dict) or "summarizers" not in table:
+            continue
+        entries = table["summarizers"]
+        where = f"{path} [{'.'.join(keys)}] summarizers"
+        if not isinstance(entries, list) or not all(
+            isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
+        ):
+            raise WarmkernelError(
+                "invalid_config",
+                f'{where} must be a list of "package.module:function" strings, not {entries!r}',
+            )
+        return tuple(entries)
+    return ()

@@ -24,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from warmkernel import __version__, present
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.line_range import parse_line_range
+from warmkernel.execution.output import OutputDropped
 from warmkernel.execution.search import compile_query, search
 from warmkernel.kernel.helper import check_path
 from warmkernel.present import Reply
@@ -37,7 +38,9 @@ A persistent IPython kernel. run_python runs a cell; variables, imports and defi
 survive from cell to cell. Every accepted cell gets a number N (In [N]); its output is kept
 and can be read by line range, searched, waited on, interrupted, or thrown away by
 reset_python without losing the record. A cell submitted while another runs is rejected as
-busy, never queued. Optional directive lines at column 0 of a cell:
+busy, never queued. To learn what a variable holds, use list_python_variables and
+inspect_python_variable instead of printing it: they answer without running a cell.
+Optional directive lines at column 0 of a cell:
 `# warmkernel: --wait SECONDS` (how long run_python waits, default 10) and
 `# warmkernel: --full-output` (reply with all output instead of head and tail)."""
 
@@ -251,20 +254,24 @@ async def search_python_output(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
     record = session.select(args["execution"])
-    pattern, mode = compile_query(args["query"], args["query_mode"], args["ignore_case"])
+    query = compile_query(args["query"], args["query_mode"], args["ignore_case"])
     stream = args["stream"]
+    if record.output.dropped:
+        return present.dropped_reply(record)
     find = partial(
         search,
-        record.output.iter_lines(stream),
-        pattern,
-        mode=mode,
+        record.output.blocks(stream),
+        query,
         context_before=args["context_before"],
         context_after=args["context_after"],
         max_matches=args["max_matches"],
         timeout_s=session.settings.search_timeout_s,
     )
     # A worker thread keeps a long search from blocking other tools (regex releases the GIL).
-    result = await anyio.to_thread.run_sync(find)
+    try:
+        result = await anyio.to_thread.run_sync(find)
+    except OutputDropped:  # dropped to stay under the output limit while the search ran
+        return present.dropped_reply(record)
     return present.search_reply(record, stream, args["query"], result, args["max_chars"])
 
 

@@ -7,6 +7,7 @@ structured clients.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.search import SearchResult
+from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.session import KernelInfo
 from warmkernel.types import ExecutionState, ReadableStream
 from warmkernel.workspace import Workspace
@@ -104,6 +106,8 @@ def _last_nonblank(record: ExecutionRecord, count: int) -> list[str]:
 def _inline(record: ExecutionRecord, settings: Settings) -> tuple[list[str], list[int] | None]:
     """The combined lines shown inline, and the omitted [first, last] line numbers if any."""
     output = record.output
+    if output.dropped:
+        return [dropped(record)], None
     total = output.line_count("combined")
     if record.directives.full_output:
         return output.lines("combined", 0, total), None
@@ -160,11 +164,13 @@ def read_reply(
     """Lines lo..hi (0-based, half-open) of a stream, within the per-reply character cap."""
     total = record.output.line_count(stream)
     facts = {"execution": record.number, "stream": stream, "state": record.state.value, "total_lines": total}
+    if record.output.dropped:
+        return dropped_reply(record)
     if lo >= hi:
         return Reply(EMPTY_READ, facts | {"first_line": None, "last_line": None, "text": ""})
     budget = settings.read_max_chars
     shown: list[str] = []
-    for line in record.output.lines(stream, lo, hi):
+    for line in record.output.iter_lines(stream, lo, hi):  # read lazily: the budget ends it
         line = clip(line, max_chars) if max_chars is not None else line
         if shown and len(line) + 1 > budget:
             break
@@ -180,6 +186,16 @@ def read_reply(
         parts.append(f"[reply limit of {settings.read_max_chars:,} characters reached; continue with {more}]")
     data = facts | {"first_line": lo + 1, "last_line": last, "text": "\n".join(shown)}
     return Reply("\n".join(parts), data)
+
+
+def dropped(record: ExecutionRecord) -> str:
+    """What every later read of an execution says once its output was dropped."""
+    return f"output of execution {record.number} was dropped to stay under the output limit"
+
+
+def dropped_reply(record: ExecutionRecord) -> Reply:
+    """A read or search of an execution whose output was dropped."""
+    return Reply(dropped(record), {"execution": record.number, "state": record.state.value, "dropped": True})
 
 
 def search_reply(
@@ -241,12 +257,15 @@ def execution_status_reply(record: ExecutionRecord) -> Reply:
         lines.append(f"reason: {record.end_reason}")
     if record.patch_literals:
         lines.append(f"patch literals converted: {record.patch_literals}")
+    if output.dropped:
+        lines.append(dropped(record))
     lines.append("lines: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     data = _record_facts(record) | {
         "started_at": record.started_at.isoformat(),
         "ended_at": record.ended_at.isoformat() if record.ended_at else None,
         "line_counts": counts,
         "patch_literals": record.patch_literals,
+        "output_dropped": output.dropped,
     }
     return Reply("\n".join(lines), data)
 
@@ -337,3 +356,90 @@ def reset_reply(killed: ExecutionRecord | None, kernel: KernelInfo, workspace: P
     return Reply(
         text, {"generation": kernel.generation, "killed_execution": killed.number if killed else None}
     )
+
+
+# -- variables ----------------------------------------------------------------------------------
+
+
+def size(n_bytes: int | None) -> str:
+    """`512 B`, `1.5 KiB`, `76.3 MiB`; `?` when unknown."""
+    if n_bytes is None:
+        return "?"
+    if n_bytes < 1024:
+        return f"{n_bytes} B"
+    value = float(n_bytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _extent(facts: dict[str, Any]) -> str:
+    shape, length = facts.get("shape"), facts.get("length")
+    if isinstance(shape, list):
+        return "x".join(str(n) for n in shape) or "scalar"
+    return f"len {length}" if isinstance(length, int) else ""
+
+
+def variables_reply(listing: VariableListing) -> Reply:
+    """A table of the user's variables, one per line."""
+    rows = listing["variables"]
+    table = [("name", "type", "size", "shape/len", "In")] + [
+        (
+            row["name"],
+            clip(row["type"], 48),
+            size(row["size_bytes"]),
+            _extent(dict(row)),
+            str(row["execution"]) if row["execution"] is not None else "",
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[column]) for line in table) for column in range(5)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    ]
+    notes = [f"{listing['total']} variable{'s' if listing['total'] != 1 else ''}"]
+    if listing["total"] > len(rows):
+        notes.append(f"the first {len(rows)} by name are shown")
+    if listing["modules_hidden"]:
+        more = _call("list_python_variables", include_modules=True)
+        notes.append(f"{listing['modules_hidden']} modules not listed ({more} lists them)")
+    if listing["summary_status"] == "timeout":
+        notes.append("sizes and shapes ran out of time; the rows without them show ?")
+    if not rows:
+        lines = []
+    footer = "; ".join(notes) + '. inspect_python_variable(name="NAME") summarizes one.'
+    return Reply("\n".join([*lines, footer]), dict(listing))
+
+
+def summary_reply(summary: Summary) -> Reply:
+    """A one-line gist of a variable summary, then the summary itself as JSON."""
+    gist = [f"{summary['name']}: {summary['type']}"]
+    if extent := _extent(summary):
+        gist.append(extent)
+    gist.append(size(summary["size_bytes"]))
+    if summary.get("execution") is not None:
+        gist.append(f"bound by In [{summary['execution']}]")
+    if summary["summary_status"] == "timeout":
+        gist.append(f"summary timed out after {summary.get('budget_s')} s: type and size only")
+    return Reply(" · ".join(gist) + "\n" + _json_text(summary), summary)
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """Valid JSON with one top-level key per line, and one item per line for lists and dicts of
+    containers; everything deeper stays on its line."""
+
+    def compact(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    def nested(value: Any) -> str:
+        if isinstance(value, dict) and any(isinstance(item, dict | list) for item in value.values()):
+            items = [f"  {compact(key)}: {compact(item)}" for key, item in value.items()]
+            return "{\n" + ",\n".join(items) + "\n }"
+        if isinstance(value, list) and any(isinstance(item, dict | list) for item in value):
+            return "[\n" + ",\n".join(f"  {compact(item)}" for item in value) + "\n ]"
+        return compact(value)
+
+    return "{\n" + ",\n".join(f" {compact(key)}: {nested(item)}" for key, item in data.items()) + "\n}"

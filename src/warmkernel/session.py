@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -21,19 +23,23 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.mime import bundle_text
+from warmkernel.execution.output import OutputLog, Spill
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.kernel import helper
 from warmkernel.kernel.channel import (
     ClearOutput,
     Display,
     Error,
     Event,
     ExecuteInput,
+    ExpressionValue,
     Reply,
     Result,
     Status,
     Stream,
 )
+from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot, check_interpreter
 from warmkernel.kernel.local import LocalKernel
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation, MsgId
@@ -46,6 +52,10 @@ _DEATH_DRAIN_S = 0.2
 # IOPub and shell are separate sockets: a reply may trail the idle status a little. A request
 # whose handler was cut short by an interrupt publishes idle but never replies at all.
 _REPLY_AFTER_IDLE_S = 2.0
+# The kernel-side helper stops an inspection at its budget; past budget + grace the server
+# interrupts the kernel, and past that plus the give-up time stops waiting for it.
+_INSPECT_GRACE_S = 1.0
+_INSPECT_GIVE_UP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,13 @@ class Session:
         self._start_error: WarmkernelError | None = None
         self._ready = anyio.Event()
         self._reset_lock = anyio.Lock()
+        self._inspection_lock = anyio.Lock()
         self._notice: str | None = None
+        self._spill_directory = root.subdirectory("output")
+        self._output_bytes = 0
+        """Bytes of every execution's spilled output, held under `settings.max_output_bytes`."""
+        self._on_disk: deque[ExecutionRecord] = deque()
+        """Records with spilled output, oldest first: the order their output is dropped in."""
 
     @classmethod
     @asynccontextmanager
@@ -188,6 +204,13 @@ class Session:
             kernel = await LocalKernel.start(self._tg, self._root, python, self.workspace.path, generation)
             # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
             await kernel.run_silently(f"get_ipython().execution_count = {len(self._records) + 1}")
+            installed = await kernel.run_silently(helper.install_code(self.settings.summarizers))
+            if installed is not None and installed.status != "ok":
+                log.warning(
+                    "the kernel-side helper did not load (%s: %s); variables cannot be inspected",
+                    installed.ename,
+                    installed.evalue,
+                )
         except WarmkernelError as exc:
             self._start_error = WarmkernelError("kernel_start_failed", exc.message)
         except Exception as exc:
@@ -261,23 +284,45 @@ class Session:
         # number of quotes, which would hide a later directive line from the scanner.
         transformed = transform_patch_literals(source)
         directives = parse_directives(transformed.source)
-        kernel = await self.kernel()
-        if self._running is not None:
-            number = self._running.record.number
-            raise WarmkernelError(
-                "busy",
-                f"execution {number} is still running; this cell was not run. "
-                f"Call wait_python(execution={number}) to wait for it, or interrupt_python() to stop it.",
+        # A variable inspection in flight ends first (within its budget): the cell is not queued
+        # behind it in the kernel, and the inspection's deadline interrupt can never hit the cell.
+        async with self._inspection_lock:
+            kernel = await self.kernel()
+            if self._running is not None:
+                raise _busy(self._running.record.number, "this cell was not run")
+            number = ExecutionNumber(len(self._records) + 1)
+            record = ExecutionRecord(
+                number,
+                source,
+                kernel.generation,
+                directives=directives,
+                patch_literals=transformed.converted,
+                output=self._output_log(number),
             )
-        number = ExecutionNumber(len(self._records) + 1)
-        record = ExecutionRecord(
-            number, source, kernel.generation, directives=directives, patch_literals=transformed.converted
-        )
-        tracker = _ExecutionTracker(self, record, kernel)
-        self._records[number] = record
-        self._running = tracker
-        tracker.msg_id = kernel.channel.execute(transformed.source, tracker)
+            tracker = _ExecutionTracker(self, record, kernel)
+            self._records[number] = record
+            self._running = tracker
+            tracker.msg_id = kernel.channel.execute(transformed.source, tracker)
         return record
+
+    def _output_log(self, number: ExecutionNumber) -> OutputLog:
+        spill = Spill(
+            self._spill_directory, self.settings.spill_threshold_bytes, partial(self._count_spilled, number)
+        )
+        return OutputLog(spill)
+
+    def _count_spilled(self, writer: ExecutionNumber, written: int) -> None:
+        """Keep spilled output under the limit by dropping the oldest finished executions' output.
+
+        The writer's own output is never dropped here: it is running, or finishing right now.
+        """
+        if not self._on_disk or self._on_disk[-1].number != writer:
+            self._on_disk.append(self._records[writer])
+        self._output_bytes += written
+        while self._output_bytes > self.settings.max_output_bytes and self._on_disk[0].number != writer:
+            oldest = self._on_disk.popleft()
+            self._output_bytes -= oldest.output.drop()
+            log.info("dropped the output of execution %d to stay under the output limit", oldest.number)
 
     def select(self, execution: int | None) -> ExecutionRecord:
         """The given execution, else the running one, else the latest."""
@@ -323,6 +368,54 @@ class Session:
             self._begin_kernel_start()
         await self.kernel()
         return killed
+
+    # -- variable inspection --------------------------------------------------------------
+
+    async def list_variables(self, *, include_modules: bool = False) -> VariableListing:
+        """The user's variables: type, size, shape or length, and the execution that bound them."""
+        budget_s = self.settings.inspect_timeout_s
+        answer = await self._ask_helper(helper.list_expression(include_modules, budget_s), "listed")
+        return helper.read_listing(answer)
+
+    async def inspect_variable(self, name: str) -> Summary:
+        """A bounded typed summary of a name or dotted attribute path (nothing else is evaluated)."""
+        expression = helper.inspect_expression(name, self.settings.inspect_timeout_s)
+        return helper.read_summary(await self._ask_helper(expression, "inspected"))
+
+    async def _ask_helper(self, expression: str, done: str) -> ExpressionValue:
+        """Evaluate one question to the kernel-side helper, silently; `busy` at once while a cell runs."""
+        async with self._inspection_lock:
+            kernel = await self.kernel()
+            if self._running is not None:
+                raise _busy(self._running.record.number, f"variables cannot be {done} while a cell runs")
+            budget_s = self.settings.inspect_timeout_s
+            reply: Reply | None = None
+            with anyio.move_on_after(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S):
+                reply = await kernel.run_silently(
+                    "", user_expressions={"answer": expression}, interrupt_after_s=budget_s + _INSPECT_GRACE_S
+                )
+        if reply is None:
+            if kernel.exited.is_set():
+                raise WarmkernelError(
+                    "inspection_failed", "the kernel exited during the inspection; its namespace is gone"
+                )
+            raise WarmkernelError(
+                "inspection_failed",
+                f"the kernel did not answer within {budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S:.0f} s, "
+                "even after an interrupt; it may be stuck in native code; reset_python() starts a fresh one",
+            )
+        answer = reply.user_expressions.get("answer")
+        if answer is None:
+            raise WarmkernelError("inspection_failed", f"the kernel replied {reply.status} without an answer")
+        return answer
+
+
+def _busy(number: ExecutionNumber, consequence: str) -> WarmkernelError:
+    return WarmkernelError(
+        "busy",
+        f"execution {number} is still running; {consequence}. "
+        f"Call wait_python(execution={number}) to wait for it, or interrupt_python() to stop it.",
+    )
 
 
 def _not_found(execution: int, count: int) -> str:

@@ -10,8 +10,8 @@ import time
 import anyio
 import psutil
 import pytest
-
 from mcp import Client
+
 from tests.cli.conftest import Cli
 from tests.mcp.calls import call, run
 from tests.mcp.conftest import stdio_parameters
@@ -65,6 +65,16 @@ def test_verbs_print_what_the_model_reads(daemon_cli: Cli) -> None:
     assert daemon_cli("show", str(number)).stdout == first
     assert daemon_cli("history", "--limit", "1").stdout.split()[0] == str(number)
     assert "kernel: ready" in daemon_cli("status").stdout
+
+
+def test_vars_and_inspect_read_the_namespace_without_running_a_cell(daemon_cli: Cli) -> None:
+    assert daemon_cli("run", "settings = {'depth': 3, 'name': 'x'}").returncode == 0
+    history = daemon_cli("history", "--limit", "1").stdout
+    assert "settings" in daemon_cli("vars").stdout
+    summary = json.loads(daemon_cli("inspect", "settings", "--json").stdout)
+    assert (summary["name"], summary["type"], summary["length"]) == ("settings", "dict", 2)
+    assert daemon_cli("inspect", "no_such_name").returncode == 2
+    assert daemon_cli("history", "--limit", "1").stdout == history  # nothing was numbered
 
 
 def test_json_prints_the_structured_result(daemon_cli: Cli) -> None:
@@ -195,6 +205,8 @@ def test_init_is_idempotent_and_keeps_other_servers(cli: Cli) -> None:
         "read",
         "search",
         "history",
+        "vars",
+        "inspect",
         "interrupt",
         "reset",
         "sessions",

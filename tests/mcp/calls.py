@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import mcp_types as types
-
 from mcp import Client
 
 

@@ -13,8 +13,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
-
 from mcp import Client, StdioServerParameters
+
 from warmkernel.client import connect
 from warmkernel.config import Settings
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http

@@ -7,8 +7,8 @@ from functools import partial
 
 import anyio
 import pytest
-
 from mcp import Client
+
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
 

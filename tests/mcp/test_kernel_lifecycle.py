@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-
 from mcp import Client
+
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from mcp import Client
+
 from tests.mcp.calls import call, call_error, run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mcp import Client
+
 from tests.mcp.calls import body, call, run, text_of
 from tests.mcp.conftest import stdio_parameters
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from mcp import Client
+
 from tests.mcp.calls import call, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -30,6 +30,8 @@ EXPECTED = {
     "interrupt_python": [],
     "reset_python": [],
     "list_python_executions": ["limit"],
+    "list_python_variables": ["include_modules"],
+    "inspect_python_variable": ["name"],
 }
 
 

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import pairwise
 from typing import Literal
-from unittest.mock import patch
 
 import pytest
-from hypothesis import given
+import regex
+from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution import search as search_module
+from warmkernel.execution.output import TextBlock
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 
 # A pattern that backtracks exponentially in `regex` on a run of "a" followed by "b".
 RUNAWAY = r"(a|aa)+$"
 RUNAWAY_LINE = "a" * 40 + "b"
+# Time for a search that meets the runaway line: half of it goes to searching its block whole,
+# the rest to searching line by line to name it; ample, so a loaded machine still gets there.
+POSITION_BUDGET_S = 0.5
+
+
+def blocks_of(texts: list[str], size: int) -> Iterator[TextBlock]:
+    """The lines as `OutputLog.blocks` would give them, `size` lines to a block."""
+    for first in range(0, len(texts), size):
+        part = texts[first : first + size]
+        yield TextBlock(first, "\n".join(part), len(part))
 
 
 def run(
@@ -29,12 +40,11 @@ def run(
     after: int = 0,
     max_matches: int = 100,
     timeout_s: float = 5.0,
+    block_lines: int = 4096,
 ) -> SearchResult:
-    pattern, used = compile_query(query, mode, ignore_case)
     return search(
-        enumerate(texts),
-        pattern,
-        mode=used,
+        blocks_of(texts, block_lines),
+        compile_query(query, mode, ignore_case),
         context_before=before,
         context_after=after,
         max_matches=max_matches,
@@ -164,14 +174,16 @@ def test_invalid_search_arguments_are_refused(
 
 def test_runaway_regex_gives_up_with_a_hint() -> None:
     with pytest.raises(WarmkernelError) as caught:
-        run(["ok", RUNAWAY_LINE, "ok"], RUNAWAY, mode="regex", timeout_s=0.05)
+        run(["ok", RUNAWAY_LINE, "ok"], RUNAWAY, mode="regex", timeout_s=POSITION_BUDGET_S)
     assert caught.value.code == "invalid_query"
-    assert "gave up after 0.05 s at line 2" in caught.value.message
+    assert f"gave up after {POSITION_BUDGET_S} s at line 2" in caught.value.message
     assert 'use query_mode="literal"' in caught.value.message
 
 
 # A million lines: far more than 10 ms of searching, though no single line is slow.
 HAYSTACK = ["x" * 200] * 1_000_000
+# Ten times the text: about a second of searching, far more than the 50 ms counting budget.
+LONG_HAYSTACK = ["x" * 2000] * 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -190,7 +202,7 @@ def test_time_budget_covers_the_whole_search_not_each_line(query: str, mode: Que
     ("texts", "query", "mode"),
     [
         pytest.param(["x", "x", RUNAWAY_LINE, "x"], f"^x$|{RUNAWAY}", "regex", id="runaway regex"),
-        pytest.param(["needle", *HAYSTACK, "needle"], "needle", "literal", id="many lines"),
+        pytest.param(["needle", *LONG_HAYSTACK, "needle"], "needle", "literal", id="many lines"),
     ],
 )
 def test_counting_past_the_cap_stops_when_the_budget_runs_out(
@@ -204,7 +216,12 @@ def test_counting_past_the_cap_stops_when_the_budget_runs_out(
 
 def test_trailing_context_seen_before_the_budget_ran_out_is_kept() -> None:
     result = run(
-        ["x", "y", RUNAWAY_LINE, "z"], f"^x$|{RUNAWAY}", mode="regex", after=3, max_matches=1, timeout_s=0.05
+        ["x", "y", RUNAWAY_LINE, "z"],
+        f"^x$|{RUNAWAY}",
+        mode="regex",
+        after=3,
+        max_matches=1,
+        timeout_s=POSITION_BUDGET_S,
     )
     assert marked(result) == [["M 1", "C 2"]]
     assert result.matches_total is None
@@ -242,8 +259,9 @@ def test_shown_lines_are_the_windows_around_the_first_matches(
 ) -> None:
     """Against a reference built from line numbers, with batches small enough to cut windows."""
     texts = ["a hit" if flag else "a miss" for flag in flags]
-    with patch.object(search_module, "_BATCH", batch):
-        result = run(texts, query, mode=mode, before=before, after=after, max_matches=max_matches)
+    result = run(
+        texts, query, mode=mode, before=before, after=after, max_matches=max_matches, block_lines=batch
+    )
     hits = [n for n, flag in enumerate(flags, start=1) if flag]
     shown_hits = hits[:max_matches]
     first_unshown = hits[max_matches] if len(hits) > max_matches else len(flags) + 1
@@ -259,3 +277,34 @@ def test_shown_lines_are_the_windows_around_the_first_matches(
         assert second[0].number > first[-1].number + 1
     assert result.matches_shown == len(shown_hits)
     assert result.matches_total == len(hits)
+
+
+# Fragments of patterns whose answers could differ between a line alone and a line joined with
+# its neighbours: anchors, classes and quantifiers that reach a newline, `(?s)`, lookarounds,
+# word boundaries, and text anchors that force searching line by line.
+PATTERN_PARTS = [
+    "a", "b", "ab", " ", "^", "$", ".", r"\s", r"\S", "[^a]", r"\n", "a*", "b+", "x?", "|", "(a|b)",
+    r"\b", r"\B", "(?s)", "(?i)", "(?=b)", "(?<=a)", "(?!a)", r"\A", r"\Z", ".*", "[ab]{2}",
+]  # fmt: skip
+
+
+@given(
+    parts=st.lists(st.sampled_from(PATTERN_PARTS), min_size=1, max_size=5),
+    texts=st.lists(st.text(alphabet="abAB \t", max_size=6), min_size=1, max_size=30),
+    ignore_case=st.booleans(),
+    block_lines=st.integers(1, 8),
+)
+def test_a_line_matches_exactly_when_the_pattern_matches_the_line_alone(
+    parts: list[str], texts: list[str], ignore_case: bool, block_lines: int
+) -> None:
+    query = "".join(parts)
+    try:
+        alone = regex.compile(query, regex.IGNORECASE if ignore_case else 0)
+    except regex.error:
+        reject()
+    expected = [number for number, text in enumerate(texts, start=1) if alone.search(text)]
+    result = run(
+        texts, query, mode="regex", ignore_case=ignore_case, max_matches=len(texts), block_lines=block_lines
+    )
+    assert [line.number for group in result.groups for line in group] == expected
+    assert result.matches_total == len(expected)

@@ -1,96 +1,309 @@
-"""OutputLog owns all output text of one execution: its four streams and their combined view.
+"""OutputLog owns all output text of one execution: its four streams, their combined view, and
+the spill files that hold them once they grow.
 
 Each appendable stream (`stdout`, `stderr`, `result`, `traceback`) normalizes its raw text
-through its own `TerminalNormalizer` and keeps the completed lines in a compact `_LineStore`.
-`combined` holds no text of its own: it is a list of runs `(stream, first_line, count)` in
-the order lines completed, so line k of combined is a binary search away.
+through its own `TerminalNormalizer` and keeps the completed lines in a `_LineStore`: UTF-8
+text, each line ended by `\\n`, in memory while the execution's text is small, and in a spill
+file of its own (mode 0600, in a directory the caller keeps private) once the log would hold
+more than `Spill.threshold_bytes`. A sparse index (a mark at the first line start past every
+`_MARK_BYTES` bytes) finds any line after reading at most `_MARK_BYTES`, so a line-range read
+costs what it returns, not what the stream holds. `combined` holds no text of its own: it is a
+list of runs `(stream, first_line, count)` in the order lines completed.
 
 A stream's unterminated line is readable while the execution runs: it is the stream's last
 line, and the open lines of all streams are the last lines of `combined`, in the order their
 streams were last written. `close()` completes them in that order.
 
-Text is stored as UTF-8 encoded with `errors="replace"`: a lone surrogate (which a kernel can
-send through JSON escapes) becomes `?`, one character for one, so counts are unchanged and
-every line read back encodes cleanly wherever it goes next. Reads never raise on odd text.
+Text is stored as UTF-8; a lone surrogate (which a kernel can send through JSON escapes) is
+stored as U+FFFD, one character for one, so counts are unchanged and every line read back
+encodes cleanly wherever it goes next. Reads never raise on odd text.
 
-Call every method from one thread (the event loop's). The one exception is the iterator
-`iter_lines` returns, which may be consumed in a worker thread while appends go on: it
-snapshots the extent and the open lines when called (the normalizer is not thread-safe),
-then reads only completed lines, which are never changed and are exposed by their counts
-only after their text is written.
+`drop()` throws a finished log's text away to free its disk space (the owner decides when);
+its counts stay, and every later read raises `OutputDropped`.
+
+Call every method from one thread (the event loop's). The one exception is the iterator that
+`blocks` and `iter_lines` return, which may be consumed in a worker thread while appends go
+on: it snapshots the extent and the open lines when called (the normalizer is not
+thread-safe), then reads only completed lines, whose text is written before their count and
+never changes.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
-from itertools import accumulate, repeat
-from operator import add
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
-from warmkernel.execution.terminal import TerminalNormalizer
+# The normalizer's own definitions: text without a control character renders as itself, and
+# only a character that opens an escape sequence can make it hold text back between chunks.
+from warmkernel.execution.terminal import _CONTROL, _INTRODUCERS, TerminalNormalizer
 from warmkernel.types import APPENDABLE_STREAMS, ReadableStream, StreamName
 
 _ENCODING = "utf-8"
-_ERRORS = "replace"
-_READ_BATCH = 4096
-"""Lines decoded per store read while iterating: one decode and split per batch."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_REPLACEMENT = "\ufffd"
+_INTRODUCER = re.compile(f"[{re.escape(''.join(sorted(_INTRODUCERS)))}]")
+_ASCII_CONTROLS = bytes(code for code in range(128) if _CONTROL.match(chr(code)))
+
+_MARK_BYTES = 8192
+"""Most bytes scanned to find a line: a mark sits at the first line start past every this many."""
+_BLOCK_BYTES = 65536
+"""Bytes read and decoded at a time while iterating (more only for a longer line)."""
+
+
+def _encode(text: str) -> bytes:
+    """UTF-8, with each lone surrogate as U+FFFD: one character for one."""
+    try:
+        return text.encode(_ENCODING)
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_REPLACEMENT, text).encode(_ENCODING)
+
+
+def _plain_lines(text: str, head: int, end: int) -> tuple[bytes, int, int] | None:
+    """`(blob, lo, hi)` with `blob[lo:hi]` the UTF-8 of `text[head:end]`, unless it holds a control.
+
+    ASCII text, the usual flood, is encoded whole and checked as bytes (two C passes, no copy
+    of the slice); a control found there may lie outside the slice, so the slice is then
+    checked on its own.
+    """
+    if text.isascii():
+        blob = text.encode("ascii")
+        if len(blob.translate(None, _ASCII_CONTROLS)) == len(blob) or not _CONTROL.search(text, head, end):
+            return blob, head, end
+        return None
+    if _CONTROL.search(text, head, end):
+        return None
+    blob = _encode(text[head:end])
+    return blob, 0, len(blob)
+
+
+class OutputDropped(Exception):
+    """The log's text was dropped to stay under the output limit; only its counts remain."""
+
+
+@dataclass(frozen=True)
+class Spill:
+    """Where and when a log moves its text to disk, and whom it tells about each write."""
+
+    directory: Path
+    """A private (0700) directory; the log creates its files (0600) there."""
+    threshold_bytes: int
+    """The log moves to disk before its streams would hold more than this many bytes in memory."""
+    on_write: Callable[[int], None]
+    """Called with the byte count of every write to disk, after it is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Consecutive lines of one stream, joined by `\\n` (no trailing newline)."""
+
+    first: int
+    """0-based index of the first line."""
+    text: str
+    count: int
+    """How many lines `text` holds (at least one; "" is one empty line)."""
+
+
+_Buffer = bytes | bytearray
+
+
+class _MemoryBody:
+    """A stream's text in memory."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, blob: _Buffer | memoryview) -> None:
+        self.data += blob
+
+    def read(self, start: int, stop: int) -> _Buffer:
+        return self.data[start:stop]
+
+
+class _FileBody:
+    """A stream's text in its spill file: written through one descriptor, read through fresh ones.
+
+    Opening per read means a worker thread never holds a descriptor that `remove` could close
+    and the system reuse; a read after `remove` finds no file and raises `OutputDropped`.
+    """
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, directory: Path, prefix: str) -> None:
+        fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)  # mode 0600
+        self._fd: int | None = fd
+        self.path = Path(name)
+
+    def write(self, blob: _Buffer | memoryview) -> None:
+        assert self._fd is not None, "write after close"
+        view = memoryview(blob)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def read(self, start: int, stop: int) -> _Buffer:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise OutputDropped from None
+        try:
+            return os.pread(fd, stop - start, start)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """No more writes: release the descriptor; the file stays readable."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def remove(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 class _LineStore:
-    """Completed lines of one stream: UTF-8 bytes, each line followed by `\\n`, and end offsets."""
+    """Completed lines of one stream: their UTF-8 text, each line ended by `\\n`, and marks.
 
-    __slots__ = ("_chars", "_data", "_ends")
+    Mark i says line `_mark_lines[i]` starts at byte `_mark_offsets[i]`. Marks sit at line 0
+    and at the first line start at or past `_MARK_BYTES` after the previous mark, so any line
+    starts less than `_MARK_BYTES` after the last mark at or before it. The last mark may name
+    the line that the next append will start.
+    """
+
+    __slots__ = ("_body", "_chars", "_extent", "_mark_lines", "_mark_offsets")
 
     def __init__(self) -> None:
-        self._data = bytearray()
-        self._ends = array("Q")
-        """`_ends[i]` is the offset just past line i's newline."""
+        self._body: _MemoryBody | _FileBody | None = _MemoryBody()
+        self._mark_lines = array("Q", [0])
+        self._mark_offsets = array("Q", [0])
+        self._extent = (0, 0)
+        """`(lines, bytes)` of completed text, published in one assignment after it is written."""
         self._chars = 0
 
-    def append_lines(self, lines: list[str]) -> None:
-        """Store `lines` (none containing `\\n`) with one join, encode and extend per call."""
-        text = "\n".join(lines) + "\n"
-        blob = text.encode(_ENCODING, _ERRORS)
-        # Byte lengths equal str lengths when the text is ASCII; else split the bytes
-        # (UTF-8 never encodes anything but "\n" as byte 0x0A).
-        lengths = map(len, lines) if len(blob) == len(text) else map(len, blob[:-1].split(b"\n"))
-        ends = accumulate(map(add, lengths, repeat(1)), initial=len(self._data))
-        next(ends)  # the initial value is the previous end, already stored
-        self._data += blob
-        self._ends.extend(ends)
-        self._chars += len(text) - len(lines)
-
     def count(self) -> int:
-        return len(self._ends)
+        return self._extent[0]
+
+    def size(self) -> int:
+        return self._extent[1]
 
     def chars(self) -> int:
         """Characters of all lines, newlines not counted."""
         return self._chars
 
-    def get(self, start: int, stop: int) -> list[str]:
-        """Lines `start` to `stop` (0-based, half-open, `0 <= start <= stop <= count()`)."""
-        if start >= stop:
-            return []
-        first = self._ends[start - 1] if start else 0
-        last = self._ends[stop - 1] - 1  # drop the final newline so split yields no extra ""
-        return self._data[first:last].decode(_ENCODING, _ERRORS).split("\n")
+    @property
+    def on_disk(self) -> bool:
+        return isinstance(self._body, _FileBody)
+
+    def append(self, blob: bytes, lo: int, hi: int, lines: int, chars: int) -> None:
+        """Store `lines` whole lines: `blob[lo:hi]`, their UTF-8 text with every `\\n`."""
+        body = self._body
+        assert body is not None, "append after drop"
+        count, size = self._extent
+        body.write(memoryview(blob)[lo:hi])
+        self._mark(blob, lo, hi, count, size)
+        self._chars += chars
+        self._extent = (count + lines, size + hi - lo)
+
+    def _mark(self, blob: bytes, lo: int, hi: int, count: int, size: int) -> None:
+        """Add the marks for the line starts after the first line of `blob[lo:hi]`.
+
+        Byte `lo` of the blob is byte `size` of the text. The last mark lies at or before
+        `size`, so the next one is past it: inside the blob, or at its end, where the next
+        line will start.
+        """
+        base = size - lo  # the text offset of blob position 0
+        target = self._mark_offsets[-1] + _MARK_BYTES
+        line, counted = count, lo
+        while target <= base + hi:
+            start = blob.find(b"\n", target - base - 1, hi) + 1  # the lines end with a newline
+            line += blob.count(b"\n", counted, start)
+            counted = start
+            # Offsets first: a reader that finds the line of a mark must find its offset.
+            self._mark_offsets.append(base + start)
+            self._mark_lines.append(line)
+            target = base + start + _MARK_BYTES
+
+    def to_disk(self, directory: Path, prefix: str) -> int:
+        """Move the text to a new spill file; returns the bytes written."""
+        memory = self._body
+        assert isinstance(memory, _MemoryBody), "only text in memory moves to disk"
+        body = _FileBody(directory, prefix)
+        body.write(memory.data)
+        # Readers that took the memory body keep it; nothing changes it any more.
+        self._body = body
+        return len(memory.data)
+
+    def close(self) -> None:
+        if isinstance(self._body, _FileBody):
+            self._body.close()
+
+    def drop(self) -> int:
+        """Throw the text away (counts and marks stay); returns the disk bytes freed."""
+        body, self._body = self._body, None
+        if isinstance(body, _FileBody):
+            body.remove()
+            return self.size()
+        return 0
+
+    def _read(self, start: int, stop: int) -> _Buffer:
+        body = self._body
+        if body is None:
+            raise OutputDropped
+        return body.read(start, stop)
+
+    def offset(self, line: int) -> int:
+        """Where line `line` starts (0 <= line <= count()); the end of the text for line count()."""
+        count, size = self._extent
+        if line >= count:
+            return size
+        mark = bisect_right(self._mark_lines, line) - 1
+        skip = line - self._mark_lines[mark]
+        at = self._mark_offsets[mark]
+        if skip == 0:
+            return at
+        chunk = self._read(at, at + _MARK_BYTES)
+        return at + len(chunk) - len(chunk.split(b"\n", skip)[-1])
+
+    def blocks(self, lo: int, hi: int) -> Iterator[TextBlock]:
+        """Lines `lo` to `hi` (0-based, half-open, within count()) in blocks of about `_BLOCK_BYTES`."""
+        at, end = self.offset(lo), self.offset(hi)
+        line = lo
+        while at < end:
+            chunk = self._read(at, min(at + _BLOCK_BYTES, end))
+            cut = chunk.rfind(b"\n") + 1
+            if cut == 0:  # one line longer than a block: read to its end
+                chunk = self._read(at, self.offset(line + 1))
+                cut = len(chunk)
+            count = chunk.count(b"\n", 0, cut)
+            yield TextBlock(line, chunk[: cut - 1].decode(_ENCODING, "replace"), count)
+            line += count
+            at += cut
 
 
 class _Stream:
     """One appendable stream: its normalizer and its completed lines."""
 
-    __slots__ = ("normalizer", "store")
+    __slots__ = ("normalizer", "plain", "store")
 
     def __init__(self) -> None:
         self.normalizer = TerminalNormalizer()
         self.store = _LineStore()
+        self.plain = True
+        """No escape sequence ever began here, so the normalizer holds none back between chunks."""
 
 
 class OutputLog:
     """All output text of one execution: append while it runs, read and search any time."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Spill | None = None) -> None:
+        self._spill = spill
         self._streams: dict[StreamName, _Stream] = {name: _Stream() for name in APPENDABLE_STREAMS}
         # Runs of combined, as parallel arrays; `_run_ends` holds cumulative line counts and
         # is written last, so its length is the number of complete runs.
@@ -99,15 +312,33 @@ class OutputLog:
         self._run_ends = array("Q")
         self._written: list[StreamName] = []
         """Streams in the order they were last written: the order of open lines in combined."""
+        self._in_memory = 0
+        """Bytes held in memory by the stores, until they move to disk."""
+        self._on_disk = False
         self._closed = False
+        self._dropped = False
 
     def append(self, stream: StreamName, text: str) -> None:
         """Append raw terminal text to `stream`; raises RuntimeError once the log is closed."""
         if self._closed:
             raise RuntimeError(f"cannot append to {stream}: the execution's output is closed")
-        lines = self._streams[stream].normalizer.feed(text)
-        if lines:
-            self._complete(stream, lines)
+        part = self._streams[stream]
+        head, end = text.find("\n") + 1, text.rfind("\n") + 1
+        # The whole lines between the first and the last newline render as themselves when
+        # they hold no control character and no escape sequence held back swallows them.
+        middle = _plain_lines(text, head, end) if part.plain and head > 0 else None
+        if part.plain:
+            # Without controls the middle holds no introducer: only the ends need a look.
+            spans = ((0, head), (end, len(text))) if middle else ((0, len(text)),)
+            part.plain = not any(_INTRODUCER.search(text, lo, hi) for lo, hi in spans)
+        if part.plain and middle:
+            # The normalizer ends the open line; the whole lines after it are stored unsplit.
+            self._complete(stream, part.normalizer.feed(text[:head]))
+            self._store(stream, *middle, end - head)
+            lines = part.normalizer.feed(text[end:])
+        else:
+            lines = part.normalizer.feed(text)
+        self._complete(stream, lines)
         if stream in self._written:
             self._written.remove(stream)
         self._written.append(stream)
@@ -116,11 +347,33 @@ class OutputLog:
         """End of execution: every open line becomes a completed line, in combined order."""
         if self._closed:
             raise RuntimeError("the execution's output is already closed")
-        self._closed = True
         for stream in self._written:
             line = self._streams[stream].normalizer.flush()
             if line is not None:
                 self._complete(stream, [line])
+        self._closed = True
+        for part in self._streams.values():
+            part.store.close()
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes of this log in spill files."""
+        return sum(part.store.size() for part in self._streams.values() if part.store.on_disk)
+
+    @property
+    def dropped(self) -> bool:
+        return self._dropped
+
+    def drop(self) -> int:
+        """Throw a closed log's text away to free its disk space; returns the bytes freed.
+
+        Counts and the small index stay (a search in a worker thread may be reading them);
+        every later read raises `OutputDropped`.
+        """
+        if not self._closed:
+            raise RuntimeError("cannot drop the output of an execution that is still running")
+        self._dropped = True
+        return sum(part.store.drop() for part in self._streams.values())
 
     def line_count(self, stream: ReadableStream) -> int:
         """Completed lines plus one for each non-empty open line."""
@@ -136,42 +389,24 @@ class OutputLog:
 
     def lines(self, stream: ReadableStream, start: int, stop: int) -> list[str]:
         """Lines `start` to `stop`, 0-based half-open, clamped to the stream like a list slice."""
-        if start < 0 or stop < 0:
-            raise ValueError(f"lines({start}, {stop}) takes non-negative indices")
-        return [text for _, text in self._iter(stream, start, stop)]
+        return list(self.iter_lines(stream, start, stop))
 
     def last_lines(self, stream: ReadableStream, n: int) -> list[str]:
         """The last `n` lines (fewer if the stream is shorter)."""
         count = self.line_count(stream)
         return self.lines(stream, max(count - n, 0), count)
 
-    def iter_lines(self, stream: ReadableStream, start: int = 0) -> Iterator[tuple[int, str]]:
-        """`(0-based index, text)` from `start` to the end as of this call, read in batches."""
-        return self._iter(stream, start, None)
+    def iter_lines(self, stream: ReadableStream, start: int = 0, stop: int | None = None) -> Iterator[str]:
+        """Lines from `start` to `stop` (the end as of this call if None), read a block at a time."""
+        blocks = self.blocks(stream, start, stop)
+        return (line for block in blocks for line in block.text.split("\n"))
 
-    def _complete(self, stream: StreamName, lines: list[str]) -> None:
-        store = self._streams[stream].store
-        first = store.count()
-        store.append_lines(lines)
-        code = APPENDABLE_STREAMS.index(stream)
-        runs = len(self._run_ends)
-        if runs and self._run_stream[runs - 1] == code:
-            self._run_ends[runs - 1] += len(lines)
-        else:
-            self._run_stream.append(code)
-            self._run_first.append(first)
-            self._run_ends.append((self._run_ends[runs - 1] if runs else 0) + len(lines))
-
-    def _combined_count(self) -> int:
-        return self._run_ends[-1] if self._run_ends else 0
-
-    def _open_lines(self) -> list[str]:
-        """Non-empty open lines of all streams, in the order their streams were last written."""
-        opened = (self._streams[name].normalizer.open_line for name in self._written)
-        return [line for line in opened if line]
-
-    def _iter(self, stream: ReadableStream, start: int, stop: int | None) -> Iterator[tuple[int, str]]:
-        """Snapshot the stream's extent now; the generator then reads only what it saw."""
+    def blocks(self, stream: ReadableStream, start: int = 0, stop: int | None = None) -> Iterator[TextBlock]:
+        """Lines from `start` to `stop` in blocks; the extent is taken now, the text read lazily."""
+        if start < 0 or (stop is not None and stop < 0):
+            raise ValueError(f"blocks({start}, {stop}) takes non-negative indices")
+        if self._dropped:
+            raise OutputDropped
         if stream == "combined":
             completed, open_lines = self._combined_count(), self._open_lines()
         else:
@@ -182,23 +417,73 @@ class OutputLog:
         hi = total if stop is None else min(stop, total)
         return self._generate(stream, min(start, hi), hi, completed, open_lines)
 
+    def _complete(self, stream: StreamName, lines: list[str]) -> None:
+        if lines:
+            text = "\n".join(lines) + "\n"
+            blob = _encode(text)
+            self._store(stream, blob, 0, len(blob), len(text))
+
+    def _store(self, stream: StreamName, blob: bytes, lo: int, hi: int, length: int) -> None:
+        """Store the whole lines `blob[lo:hi]` (`length` characters) and extend combined."""
+        lines = blob.count(b"\n", lo, hi)
+        store = self._streams[stream].store
+        first = store.count()
+        spill = self._spill
+        if spill is not None and not self._on_disk and self._in_memory + hi - lo > spill.threshold_bytes:
+            self._move_to_disk()
+        if self._on_disk and not store.on_disk:
+            self._to_disk(stream)
+        store.append(blob, lo, hi, lines, length - lines)
+        if store.on_disk:
+            self._spilled(hi - lo)
+        else:
+            self._in_memory += hi - lo
+        code = APPENDABLE_STREAMS.index(stream)
+        runs = len(self._run_ends)
+        if runs and self._run_stream[runs - 1] == code:
+            self._run_ends[runs - 1] += lines
+        else:
+            self._run_stream.append(code)
+            self._run_first.append(first)
+            self._run_ends.append((self._run_ends[runs - 1] if runs else 0) + lines)
+
+    def _move_to_disk(self) -> None:
+        """At the threshold: every stream with text moves to disk, and later text goes there."""
+        self._on_disk = True
+        self._in_memory = 0
+        for name, part in self._streams.items():
+            if part.store.size():
+                self._to_disk(name)
+
+    def _to_disk(self, stream: StreamName) -> None:
+        assert self._spill is not None
+        self._spilled(self._streams[stream].store.to_disk(self._spill.directory, f"{stream}-"))
+
+    def _spilled(self, written: int) -> None:
+        assert self._spill is not None
+        self._spill.on_write(written)
+
+    def _combined_count(self) -> int:
+        """Completed lines of combined: every completed line of every stream."""
+        return sum(part.store.count() for part in self._streams.values())
+
+    def _open_lines(self) -> list[str]:
+        """Non-empty open lines of all streams, in the order their streams were last written."""
+        opened = (self._streams[name].normalizer.open_line for name in self._written)
+        return [line for line in opened if line]
+
     def _generate(
         self, stream: ReadableStream, lo: int, hi: int, completed: int, open_lines: list[str]
-    ) -> Iterator[tuple[int, str]]:
-        index = lo
-        for text in self._read_completed(stream, lo, min(hi, completed)):
-            yield index, text
-            index += 1
-        for text in open_lines[max(index - completed, 0) : max(hi - completed, 0)]:
-            yield index, text
-            index += 1
+    ) -> Iterator[TextBlock]:
+        yield from self._completed_blocks(stream, lo, min(hi, completed))
+        shown = open_lines[max(lo - completed, 0) : max(hi - completed, 0)]
+        if shown:
+            yield TextBlock(max(lo, completed), "\n".join(shown), len(shown))
 
-    def _read_completed(self, stream: ReadableStream, lo: int, hi: int) -> Iterator[str]:
-        """Completed lines `lo` to `hi` of `stream`, decoded a batch at a time."""
+    def _completed_blocks(self, stream: ReadableStream, lo: int, hi: int) -> Iterator[TextBlock]:
+        """Completed lines `lo` to `hi` of `stream`; combined reads each run from its stream."""
         if stream != "combined":
-            store = self._streams[stream].store
-            for begin in range(lo, hi, _READ_BATCH):
-                yield from store.get(begin, min(begin + _READ_BATCH, hi))
+            yield from self._streams[stream].store.blocks(lo, hi)
             return
         run = bisect_right(self._run_ends, lo)
         index = lo
@@ -207,7 +492,7 @@ class OutputLog:
             take = min(self._run_ends[run], hi) - index
             store = self._streams[APPENDABLE_STREAMS[self._run_stream[run]]].store
             first = self._run_first[run] + index - run_start
-            for begin in range(first, first + take, _READ_BATCH):
-                yield from store.get(begin, min(begin + _READ_BATCH, first + take))
+            for block in store.blocks(first, first + take):
+                yield TextBlock(index + block.first - first, block.text, block.count)
             index += take
             run += 1

@@ -2,26 +2,30 @@
 
 Queries run on the third-party `regex` engine for its per-call `timeout=` (a runaway pattern
 is stopped, not waited out) and `concurrent=True` (the GIL is released while it matches, so
-the worker thread a caller runs `search` in does not stall the event loop). Each line is
-searched on its own, so `^` and `$` anchor at line ends and a match never spans lines; a
-plain query (text without regex syntax or newlines) gives the same answers searching many
-lines joined as one text, so it does, being about fifteen times faster that way.
+the worker thread a caller runs `search` in does not stall the event loop).
+
+A line matches when the pattern matches the line on its own, so `^` and `$` anchor at line
+ends and a match never spans lines. Most patterns give the same answers searching a block of
+lines joined by newlines in MULTILINE mode, which is what makes a million lines take
+milliseconds: a match found inside one line is a match of that line alone, and one that
+crosses a newline is checked against its first line alone. Patterns that look past the text
+they match (lookarounds, `\\A`, `\\Z`, `\\G`, reverse searching, flags switched off inline) are
+searched line by line instead.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate, islice, repeat
-from operator import add, itemgetter
+from functools import partial
 from typing import Literal
 
 import regex
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution.output import TextBlock
 
 QueryMode = Literal["auto", "literal", "regex"]
 """How to read a query: `auto` is a regex if it compiles, else literal text."""
@@ -50,16 +54,33 @@ class SearchResult:
     """Every matching line, shown or not; None when counting ran out of time."""
 
 
-def compile_query(
-    query: str, mode: QueryMode, ignore_case: bool
-) -> tuple[regex.Pattern[str], Literal["literal", "regex"]]:
-    """Compile `query` as `mode` says; returns the pattern and the mode actually used."""
+@dataclass(frozen=True)
+class Query:
+    """A compiled query: the pattern a line must match on its own, and how to find such lines."""
+
+    pattern: regex.Pattern[str]
+    mode: Literal["literal", "regex"]
+    """How the query was read (what `auto` turned into)."""
+    finder: regex.Pattern[str] | None
+    """The same pattern in MULTILINE mode, to search whole blocks; None to search line by line."""
+
+
+# Constructs whose outcome depends on text outside the match, so that a line joined with its
+# neighbours could answer differently than the line alone: lookarounds, anchors at the ends
+# of the searched text, and inline flags switched off (a `(?-m)` would undo MULTILINE).
+_CONTEXTUAL = regex.compile(r"\(\?<?[=!]|\\[AZzG]|\(\?[a-zA-Z]*-")
+
+
+def compile_query(query: str, mode: QueryMode, ignore_case: bool) -> Query:
+    """Compile `query` as `mode` says; `invalid_query` if it is empty or not a valid regex."""
     if not query:
         raise WarmkernelError("invalid_query", "query is empty; give the text or regex to look for")
     flags = regex.IGNORECASE if ignore_case else 0
+    source, used = regex.escape(query), "literal"
     if mode != "literal":
         try:
-            return regex.compile(query, flags), "regex"
+            regex.compile(query, flags)
+            source, used = query, "regex"
         except regex.error as exc:
             if mode == "regex":
                 raise WarmkernelError(
@@ -67,20 +88,24 @@ def compile_query(
                     f"query {query!r} is not a valid regex ({exc}); fix it, "
                     'or use query_mode="literal" to search for the text as written',
                 ) from exc
-    return regex.compile(regex.escape(query), flags), "literal"
+    pattern = regex.compile(source, flags)
+    if pattern.flags & regex.REVERSE or _CONTEXTUAL.search(source):
+        return Query(pattern, used, None)
+    # The flags given, not `pattern.flags`: those include inline flags, which act from where
+    # they stand and must stay there.
+    return Query(pattern, used, regex.compile(source, flags | regex.MULTILINE))
 
 
 def search(
-    lines: Iterable[tuple[int, str]],
-    pattern: regex.Pattern[str],
+    blocks: Iterable[TextBlock],
+    query: Query,
     *,
-    mode: Literal["literal", "regex"],
     context_before: int,
     context_after: int,
     max_matches: int,
     timeout_s: float,
 ) -> SearchResult:
-    """Find lines matching `pattern` in `(0-based index, text)` pairs, as `OutputLog.iter_lines` yields.
+    """Find lines matching `pattern` in consecutive blocks of lines, as `OutputLog.blocks` yields.
 
     Shows up to `max_matches` matches with their context, then counts further matching lines
     until the time budget ends. Trailing context after the last shown match stops before the
@@ -95,78 +120,101 @@ def search(
     if timeout_s <= 0:
         raise WarmkernelError("invalid_timeout", f"search timeout_s={timeout_s}; use more than 0 seconds")
     deadline = time.monotonic() + timeout_s
-    hits_in = _plain_hits if _is_plain(pattern, mode) else _line_hits
+    if query.finder is None:
+        hits_in: HitFinder = partial(_line_hits, query.pattern)
+    else:
+        hits_in = partial(_joined_hits, query.pattern, query.finder)
     grouper = _Grouper(context_before, context_after)
     shown = more = 0
-    source = iter(lines)
-    while batch := list(islice(source, _BATCH)):
-        done = 0  # lines of the batch before `done` are handled
+    for block in blocks:
+        lines = _Lines(block)
+        done = 0  # lines of the block before `done` are handled
         try:
-            for hit in hits_in(pattern, list(map(itemgetter(1), batch)), deadline):
+            for hit in hits_in(lines, deadline):
                 if shown < max_matches:
-                    grouper.skip(batch[done:hit])
-                    grouper.match(batch[hit])
+                    grouper.skip(lines, done, hit)
+                    grouper.match(lines.line(hit))
                     shown += 1
                 else:
-                    grouper.trail(batch[done:hit])
+                    grouper.trail(lines, done, hit)
                     grouper.end_trail()
                     more += 1
                 done = hit + 1
         except _OutOfTime as exc:
             if shown < max_matches:
-                line = batch[exc.position][0] + 1
-                raise WarmkernelError("invalid_query", _gave_up(pattern, mode, timeout_s, line)) from None
-            grouper.trail(batch[done : exc.position])
-            return SearchResult(mode, grouper.groups, shown, None)
+                line = block.first + exc.position + 1
+                raise WarmkernelError("invalid_query", _gave_up(query, timeout_s, line)) from None
+            grouper.trail(lines, done, exc.position)
+            return SearchResult(query.mode, grouper.groups, shown, None)
         if shown < max_matches:
-            grouper.skip(batch[done:])
+            grouper.skip(lines, done, block.count)
         else:
-            grouper.trail(batch[done:])
-    return SearchResult(mode, grouper.groups, shown, shown + more)
-
-
-_BATCH = 4096
-"""Lines taken from the input at a time: plain queries search them as one text."""
-
-_METACHARACTERS = frozenset("\\.^$*+?{}[]|()")
+            grouper.trail(lines, done, block.count)
+    return SearchResult(query.mode, grouper.groups, shown, shown + more)
 
 
 class _OutOfTime(Exception):
-    """The time budget ran out; lines of the batch before `position` did not match."""
+    """The time budget ran out; lines of the block before `position` did not match."""
 
     def __init__(self, position: int) -> None:
         super().__init__(position)
         self.position = position
 
 
-def _is_plain(pattern: regex.Pattern[str], mode: str) -> bool:
-    """Whether `pattern` is a literal that cannot match a newline, so lines may be joined.
+class _Lines:
+    """One block's lines, split apart only when a line's own text is needed."""
 
-    Each call with a `timeout=` costs a clock read (two system calls), about 2 µs, so a
-    plain query searches a batch of lines as one text instead of calling once per line.
+    def __init__(self, block: TextBlock) -> None:
+        self.block = block
+        self._texts: list[str] | None = None
+
+    def texts(self) -> list[str]:
+        if self._texts is None:
+            self._texts = self.block.text.split("\n")
+        return self._texts
+
+    def line(self, position: int) -> tuple[int, str]:
+        """`(0-based index in the stream, text)` of the line at `position` in the block."""
+        return self.block.first + position, self.texts()[position]
+
+
+HitFinder = Callable[[_Lines, float], Iterator[int]]
+"""Yields the positions in a block of the lines that match, within a deadline."""
+
+
+def _joined_hits(
+    pattern: regex.Pattern[str], finder: regex.Pattern[str], lines: _Lines, deadline: float
+) -> Iterator[int]:
+    """Matching lines found by searching the block as one text with `finder` (MULTILINE).
+
+    A search that takes half the time left has met a line that makes the pattern backtrack:
+    the rest of the block is searched line by line, to name that line if time runs out.
     """
-    source = pattern.pattern
-    return "\n" not in source and (mode == "literal" or _METACHARACTERS.isdisjoint(source))
-
-
-def _plain_hits(pattern: regex.Pattern[str], texts: list[str], deadline: float) -> Iterator[int]:
-    """Positions in `texts` of the lines that match, searching them joined by newlines."""
-    joined = "\n".join(texts)
-    starts = list(accumulate(map(add, map(len, texts), repeat(1)), initial=0))
-    at = 0
-    while at < len(starts) - 1:
-        found = _search(pattern, joined, starts[at], deadline, at)
+    text = lines.block.text
+    pos = line = 0  # `pos` is where line `line` starts
+    while pos <= len(text):
+        try:
+            found = _search(finder, text, pos, (time.monotonic() + deadline) / 2, line)
+        except _OutOfTime:
+            yield from _line_hits(pattern, lines, deadline, line)
+            return
         if found is None:
             return
-        at = bisect_right(starts, found.start()) - 1
-        yield at
-        at += 1
+        start = found.start()
+        line += text.count("\n", pos, start)
+        begin = max(pos, text.rfind("\n", pos, start) + 1)
+        stop = text.find("\n", start)
+        stop = len(text) if stop < 0 else stop
+        # A match across a newline says nothing about its first line alone: ask that line.
+        if found.end() <= stop or _search(pattern, text[begin:stop], 0, deadline, line) is not None:
+            yield line
+        pos, line = stop + 1, line + 1
 
 
-def _line_hits(pattern: regex.Pattern[str], texts: list[str], deadline: float) -> Iterator[int]:
-    """Positions in `texts` of the lines that match, searching each line on its own."""
-    for position, text in enumerate(texts):
-        if _search(pattern, text, 0, deadline, position) is not None:
+def _line_hits(pattern: regex.Pattern[str], lines: _Lines, deadline: float, start: int = 0) -> Iterator[int]:
+    """Matching lines from position `start` on, found by searching each line on its own."""
+    for position in range(start, lines.block.count):
+        if _search(pattern, lines.texts()[position], 0, deadline, position) is not None:
             yield position
 
 
@@ -188,15 +236,16 @@ class _Grouper:
 
     def __init__(self, before: int, after: int) -> None:
         self.groups: list[list[SearchLine]] = []
+        self._before_count = before
         self._before: deque[tuple[int, str]] = deque(maxlen=before)
         self._after = after
         self._owed = 0  # context lines still owed to the last match
 
-    def skip(self, lines: list[tuple[int, str]]) -> None:
-        """Lines that do not match: after-context still owed, else possible before-context."""
-        rest = lines[self.trail(lines) :]
-        if self._before.maxlen:
-            self._before.extend(rest[-self._before.maxlen :])
+    def skip(self, lines: _Lines, lo: int, hi: int) -> None:
+        """Lines lo..hi do not match: after-context still owed, else possible before-context."""
+        start = lo + self.trail(lines, lo, hi)
+        for position in range(max(start, hi - self._before_count), hi):
+            self._before.append(lines.line(position))
 
     def match(self, line: tuple[int, str]) -> None:
         for before in self._before:
@@ -205,13 +254,13 @@ class _Grouper:
         self._add(line, is_match=True)
         self._owed = self._after
 
-    def trail(self, lines: list[tuple[int, str]]) -> int:
-        """Lines that do not match: as many as are owed become after-context; returns how many."""
-        paid = lines[: self._owed]
-        for line in paid:
-            self._add(line, is_match=False)
-        self._owed -= len(paid)
-        return len(paid)
+    def trail(self, lines: _Lines, lo: int, hi: int) -> int:
+        """Lines lo..hi do not match: as many as are owed become after-context; returns how many."""
+        paid = min(self._owed, hi - lo)
+        for position in range(lo, lo + paid):
+            self._add(lines.line(position), is_match=False)
+        self._owed -= paid
+        return paid
 
     def end_trail(self) -> None:
         """An unshown match: trailing context stops before it."""
@@ -226,13 +275,14 @@ class _Grouper:
             self.groups.append([SearchLine(number, line[1], is_match)])
 
 
-def _gave_up(pattern: regex.Pattern[str], mode: str, timeout_s: float, number: int) -> str:
-    if mode == "regex":
+def _gave_up(query: Query, timeout_s: float, number: int) -> str:
+    pattern = query.pattern
+    if query.mode == "regex":
         return (
             f"regex {pattern.pattern!r} gave up after {timeout_s:g} s at line {number}; "
             'simplify it or use query_mode="literal"'
         )
     return (
         f"literal search for {pattern.pattern!r} gave up after {timeout_s:g} s at line {number}; "
-        "search a smaller line_range"
+        "search one stream rather than combined, or read the output by line_range"
     )

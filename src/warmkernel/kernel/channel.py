@@ -66,6 +66,16 @@ class ClearOutput:
 
 
 @dataclass(frozen=True)
+class ExpressionValue:
+    """One user expression of an execute_reply: its text/plain form, or the error it raised."""
+
+    status: str
+    text: str = ""
+    ename: str = ""
+    evalue: str = ""
+
+
+@dataclass(frozen=True)
 class Reply:
     """A shell reply (execute_reply, kernel_info_reply)."""
 
@@ -74,6 +84,7 @@ class Reply:
     ename: str = ""
     evalue: str = ""
     content: Mapping[str, Any] = field(default_factory=dict)
+    user_expressions: Mapping[str, ExpressionValue] = field(default_factory=dict)
 
 
 Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | Reply
@@ -117,6 +128,15 @@ def parse_reply(msg: Mapping[str, Any]) -> Reply:
         ename=content.get("ename", ""),
         evalue=content.get("evalue", ""),
         content=content,
+        user_expressions={
+            key: ExpressionValue(
+                status=value.get("status", ""),
+                text=(value.get("data") or {}).get("text/plain", ""),
+                ename=value.get("ename", ""),
+                evalue=value.get("evalue", ""),
+            )
+            for key, value in (content.get("user_expressions") or {}).items()
+        },
     )
 
 
@@ -151,14 +171,27 @@ class KernelChannel:
             if event is not None:
                 inbox.deliver(event)
 
-    def execute(self, code: str, inbox: Inbox, *, silent: bool = False) -> MsgId:
+    def execute(
+        self,
+        code: str,
+        inbox: Inbox,
+        *,
+        silent: bool = False,
+        user_expressions: Mapping[str, str] | None = None,
+    ) -> MsgId:
         """Send an execute_request; input() fails at once because stdin is not offered.
 
-        A silent request leaves no trace in the kernel's history or execution count.
+        A silent request leaves no trace in the kernel's history or execution count. User
+        expressions are evaluated after the code; their values come back in the Reply.
         """
         msg_id = MsgId(
             self._client.execute(
-                code, silent=silent, store_history=not silent, allow_stdin=False, stop_on_error=False
+                code,
+                silent=silent,
+                store_history=not silent,
+                user_expressions=dict(user_expressions or {}),
+                allow_stdin=False,
+                stop_on_error=False,
             )
         )
         self._inboxes[msg_id] = inbox

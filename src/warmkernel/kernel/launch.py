@@ -44,6 +44,12 @@ class RuntimeRoot:
         self.path = Path(tempfile.mkdtemp(prefix="wk-"))
         os.chmod(self.path, 0o700)
 
+    def subdirectory(self, name: str) -> Path:
+        """A private (0700) directory inside the root, created on first use; removed with it."""
+        path = self.path / name
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
@@ -87,6 +93,9 @@ def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[s
     for name in _DROPPED_ENV:
         env.pop(name, None)
     private = root / "home"
+    for name in ("ipython", "jupyter-config", "jupyter-data", "jupyter-runtime"):
+        # Existing and writable, or IPython falls back to a temp dir it never removes.
+        (private / name).mkdir(mode=0o700, parents=True, exist_ok=True)
     env.update(
         IPYTHONDIR=str(private / "ipython"),
         JUPYTER_CONFIG_DIR=str(private / "jupyter-config"),

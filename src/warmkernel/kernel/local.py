@@ -19,7 +19,7 @@ from warmkernel.kernel.launch import RuntimeRoot, prepare_launch
 from warmkernel.types import Generation
 
 START_TIMEOUT_S = 60.0
-_HANDSHAKE_RETRY_S = 1.0
+_HANDSHAKE_RETRY_S = 0.2  # as jupyter_client waits between kernel_info requests
 _LOG_TAIL_LINES = 20
 
 

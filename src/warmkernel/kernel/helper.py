@@ -1,0 +1,132 @@
+"""The server's half of the kernel-side helper: the code that installs it, the questions put to
+it, and its answers, parsed once into typed values.
+
+The helper itself (`_kernel_helper_source.py`) runs inside the kernel. It is read here as text
+and injected silently at every kernel start, so it works in an interpreter that does not have
+warmkernel installed. Questions are user expressions of a silent execute request: they leave
+`In`, `Out`, `_`, the history and the execution count untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.kernel import _kernel_helper_source
+from warmkernel.kernel.channel import ExpressionValue
+
+MODULE_NAME = _kernel_helper_source.MODULE_NAME
+_SOURCE_FILE = Path(_kernel_helper_source.__file__)
+_HELPER = f"__import__('sys').modules[{MODULE_NAME!r}]"
+
+MAX_PATH_CHARS = 200
+_PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+"""An identifier, or identifiers joined by dots (`df`, `df.columns`, `model.config`)."""
+
+
+class VariableRow(TypedDict):
+    """One line of list_python_variables."""
+
+    name: str
+    type: str
+    size_bytes: int | None
+    shape: list[int] | None
+    length: int | None
+    execution: int | None
+    """The execution that last bound the name to a new object; None if bound outside a cell."""
+
+
+class VariableListing(TypedDict):
+    variables: list[VariableRow]
+    total: int
+    modules_hidden: int
+    summary_status: str
+    """`ok`, or `timeout` when sizes and shapes ran out of time (rows past that point lack them)."""
+
+
+Summary = dict[str, Any]
+"""`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts."""
+
+
+@functools.cache
+def _source() -> str:
+    return _SOURCE_FILE.read_text(encoding="utf-8")
+
+
+def install_code(summarizers: Sequence[str]) -> str:
+    """Silent code that loads the helper into its own module and starts it; binds no user name."""
+    return (
+        "(lambda module: (\n"
+        f"    exec(compile({_source()!r}, {str(_SOURCE_FILE)!r}, 'exec'), module.__dict__),\n"
+        f"    __import__('sys').modules.__setitem__({MODULE_NAME!r}, module),\n"
+        f"    module.install(get_ipython(), {list(summarizers)!r}),\n"
+        f"))(__import__('types').ModuleType({MODULE_NAME!r}))"
+    )
+
+
+def check_path(name: str) -> str:
+    """`name` if it is an identifier or a dotted attribute path; `invalid_name` otherwise."""
+    if len(name) > MAX_PATH_CHARS or not _PATH.fullmatch(name):
+        raise WarmkernelError(
+            "invalid_name",
+            f"{name[:MAX_PATH_CHARS]!r} is not a variable name; give an identifier or a dotted attribute "
+            'path such as "df" or "df.columns" (nothing else is evaluated)',
+        )
+    return name
+
+
+def list_expression(include_modules: bool, budget_s: float) -> str:
+    return f"{_HELPER}.list_variables({include_modules!r}, {budget_s!r})"
+
+
+def inspect_expression(path: str, budget_s: float) -> str:
+    return f"{_HELPER}.inspect_variable({check_path(path)!r}, {budget_s!r})"
+
+
+def read_listing(value: ExpressionValue) -> VariableListing:
+    answer = _answer(value)
+    return VariableListing(
+        variables=answer["variables"],
+        total=answer["total"],
+        modules_hidden=answer["modules_hidden"],
+        summary_status=answer["summary_status"],
+    )
+
+
+def read_summary(value: ExpressionValue) -> Summary:
+    answer = _answer(value)
+    summary = answer["summary"]
+    if not isinstance(summary, dict):
+        raise WarmkernelError("internal_error", f"the kernel-side helper sent a summary of {type(summary)}")
+    return summary
+
+
+def _answer(value: ExpressionValue) -> dict[str, Any]:
+    if value.status != "ok":
+        if value.ename == "KeyError" and MODULE_NAME in value.evalue:
+            raise WarmkernelError(
+                "inspection_failed",
+                "the kernel-side helper is not loaded in this kernel (it failed at kernel start; "
+                "the server log says why); reset_python() starts a kernel with it",
+            )
+        raise WarmkernelError("inspection_failed", f"the inspection raised {value.ename}: {value.evalue}")
+    try:
+        answer = json.loads(value.text)
+    except ValueError as exc:
+        raise WarmkernelError(
+            "internal_error", f"the kernel-side helper sent no JSON: {value.text[:200]!r}"
+        ) from exc
+    match answer.get("status"):
+        case "ok":
+            return answer
+        case "not_found":
+            raise WarmkernelError(
+                "variable_not_found", f"{answer['message']}; list_python_variables() lists the names"
+            )
+        case _:
+            raise WarmkernelError("inspection_failed", answer.get("message", "the kernel-side helper failed"))

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,42 +68,77 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
     """Show defaults and keep the examples' line breaks."""
 
 
+@dataclass(frozen=True)
+class _KernelOption:
+    """A command-line flag that sets one `Settings` field of a server."""
+
+    flag: str
+    field: str
+    help: str
+    metavar: str | None = None
+    type: Callable[[str], Any] = str
+    choices: tuple[str, ...] | None = None
+
+
+_KERNEL_OPTIONS = (
+    _KernelOption("--python", "python", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
+    _KernelOption(
+        "--result-mode",
+        "result_mode",
+        "structured adds structuredContent and output schemas; the text is the same",
+        choices=("content", "structured"),
+    ),
+    _KernelOption(
+        "--wait",
+        "default_wait_s",
+        "how long run_python waits for a cell before replying that it still runs",
+        "SECONDS",
+        float,
+    ),
+    _KernelOption(
+        "--inline-lines",
+        "inline_max_lines",
+        "lines of a finished cell shown inline before head and tail",
+        "N",
+        int,
+    ),
+    _KernelOption(
+        "--inline-chars",
+        "inline_max_chars",
+        "characters of a finished cell shown inline before head and tail",
+        "N",
+        int,
+    ),
+    _KernelOption(
+        "--max-output-bytes",
+        "max_output_bytes",
+        "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
+        "BYTES",
+        int,
+    ),
+    _KernelOption(
+        "--spill-threshold-bytes",
+        "spill_threshold_bytes",
+        "an execution's output moves from memory to private files past this size",
+        "BYTES",
+        int,
+    ),
+)
+
+
 def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
     defaults = Settings()
     group = parser.add_argument_group("kernel and replies")
-    group.add_argument(
-        "--python",
-        default=defaults.python,
-        metavar="PATH",
-        help="interpreter that runs the kernel; it needs ipykernel",
-    )
-    group.add_argument(
-        "--result-mode",
-        choices=("content", "structured"),
-        default=defaults.result_mode,
-        help="structured adds structuredContent and output schemas; the text is the same",
-    )
-    group.add_argument(
-        "--wait",
-        type=float,
-        default=defaults.default_wait_s,
-        metavar="SECONDS",
-        help="how long run_python waits for a cell before replying that it still runs",
-    )
-    group.add_argument(
-        "--inline-lines",
-        type=int,
-        default=defaults.inline_max_lines,
-        metavar="N",
-        help="lines of a finished cell shown inline before head and tail are used",
-    )
-    group.add_argument(
-        "--inline-chars",
-        type=int,
-        default=defaults.inline_max_chars,
-        metavar="N",
-        help="characters of a finished cell shown inline before head and tail are used",
-    )
+    for option in _KERNEL_OPTIONS:
+        group.add_argument(
+            option.flag,
+            dest=option.field,
+            default=getattr(defaults, option.field),
+            type=option.type,
+            metavar=option.metavar,
+            choices=option.choices,
+            help=option.help,
+        )
     group.add_argument(
         "--log-level",
         default="WARNING",
@@ -114,30 +149,12 @@ def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
 
 def _kernel_flags(args: argparse.Namespace) -> list[str]:
     """The kernel options given on this command line, to pass on to a daemon."""
-    return [
-        "--python",
-        args.python,
-        "--result-mode",
-        args.result_mode,
-        "--wait",
-        str(args.wait),
-        "--inline-lines",
-        str(args.inline_lines),
-        "--inline-chars",
-        str(args.inline_chars),
-        "--log-level",
-        args.log_level,
-    ]
+    flags = [item for option in _KERNEL_OPTIONS for item in (option.flag, str(getattr(args, option.field)))]
+    return [*flags, "--log-level", args.log_level]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings(
-        python=args.python,
-        result_mode=args.result_mode,
-        default_wait_s=args.wait,
-        inline_max_lines=args.inline_lines,
-        inline_max_chars=args.inline_chars,
-    )
+    return Settings(**{option.field: getattr(args, option.field) for option in _KERNEL_OPTIONS})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -265,7 +282,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8801, help="port to bind; 0 picks a free one")
     serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
-    serve.add_argument("--token", default=os.environ.get("WARMKERNEL_TOKEN"), help="bearer token to require")
+    serve.add_argument(
+        "--token", help="bearer token to require (default: $WARMKERNEL_TOKEN, else a generated one)"
+    )
     serve.add_argument(
         "--allowed-host",
         action="append",
@@ -316,7 +335,7 @@ def _serve(args: argparse.Namespace) -> int:
         face = Face("daemon", ready_fd=args.ready_fd)
     else:
         check_bind(args.host, args.allowed_host)
-        token = args.token or new_token()
+        token = args.token or os.environ.get("WARMKERNEL_TOKEN") or new_token()
         face = Face("serve", Endpoint(args.host, args.port, args.path, token, tuple(args.allowed_host)))
     settings = replace(_settings(args), summarizers=load_summarizers(workspace.path))
     anyio.run(_serve_until_signalled, settings, workspace, face)

@@ -287,6 +287,8 @@ def status_reply(
     ]
     if kernel.error:
         lines.append(f"kernel error: {kernel.error}")
+    if kernel.connection_file:
+        lines.append(f"connection file: {kernel.connection_file} (attach: jupyter console --existing FILE)")
     if running is not None:
         lines.append(f"busy: execution {running.number} running for {duration(running.elapsed())}")
     else:
@@ -299,6 +301,7 @@ def status_reply(
         "interpreter": settings.python,
         "kernel_state": kernel.state,
         "kernel_pid": kernel.pid,
+        "connection_file": kernel.connection_file,
         "generation": kernel.generation,
         "busy": running is not None,
         "running_execution": running.number if running else None,

@@ -67,6 +67,7 @@ class KernelInfo:
     state: str
     """`starting`, `ready` or `failed`."""
     error: str = ""
+    connection_file: str | None = None
 
 
 class _ExecutionTracker:
@@ -254,7 +255,9 @@ class Session:
             return KernelInfo(self._generation, None, "failed", self._start_error.message)
         if self._kernel is None:
             return KernelInfo(self._generation, None, "starting")
-        return KernelInfo(self._generation, self._kernel.pid, "ready")
+        return KernelInfo(
+            self._generation, self._kernel.pid, "ready", connection_file=str(self._kernel.connection_file)
+        )
 
     def take_notice(self) -> str | None:
         """A one-time message for the next reply (e.g. that the namespace was lost)."""

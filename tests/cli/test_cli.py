@@ -164,6 +164,13 @@ def test_auto_start_then_stop(cli: Cli) -> None:
     assert cli("stop").returncode == 2
 
 
+def test_start_passes_output_limits_to_the_daemon(cli: Cli) -> None:
+    assert cli("start", "--max-output-bytes", "3000", "--spill-threshold-bytes", "1000").returncode == 0
+    assert cli("run", "print('x' * 2500)").returncode == 0
+    assert cli("run", "print('y' * 2500)").returncode == 0
+    assert "output of execution 1 was dropped to stay under the output limit" in cli("read", "1").stdout
+
+
 def test_stop_refuses_an_agents_mcp_server(cli: Cli) -> None:
     async def agent() -> None:
         async with Client(stdio_parameters(cli.workspace, env={"WARMKERNEL_RUNTIME_DIR": str(cli.runtime)})):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import sys
 from pathlib import Path
 
 import anyio
 import psutil
 import pytest
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
 from tests.mcp.calls import body, call, call_error, run
@@ -152,3 +154,26 @@ async def test_kernel_runs_in_the_workspace(client: Client) -> None:
     assert workspace
     _, text = await run(client, "import os; os.getcwd()")
     assert body(text)[0].endswith(repr(workspace.group(1)))
+
+
+async def test_connection_file_lets_another_client_attach_to_the_same_kernel(
+    fresh_client: FreshClient,
+) -> None:
+    async with fresh_client() as client:
+        await run(client, "shared = 'from the agent'")
+        match = re.search(r"^connection file: (\S+)", await call(client, "python_status"), re.MULTILINE)
+        assert match
+        path = match.group(1)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        attached = AsyncKernelClient()
+        attached.load_connection_file(path)
+        attached.start_channels()
+        try:
+            with anyio.fail_after(30):
+                await attached.wait_for_ready(timeout=30)
+                reply = await attached.execute_interactive(
+                    "", user_expressions={"value": "shared"}, store_history=False, timeout=30
+                )
+        finally:
+            attached.stop_channels()
+        assert reply["content"]["user_expressions"]["value"]["data"]["text/plain"] == "'from the agent'"

@@ -41,14 +41,14 @@ from pathlib import Path
 
 # The normalizer's own definitions: text without a control character renders as itself, and
 # only a character that opens an escape sequence can make it hold text back between chunks.
-from warmkernel.execution.terminal import _CONTROL, _INTRODUCERS, TerminalNormalizer
+from warmkernel.execution.terminal import CONTROL, INTRODUCERS, TerminalNormalizer
 from warmkernel.types import APPENDABLE_STREAMS, ReadableStream, StreamName
 
 _ENCODING = "utf-8"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _REPLACEMENT = "\ufffd"
-_INTRODUCER = re.compile(f"[{re.escape(''.join(sorted(_INTRODUCERS)))}]")
-_ASCII_CONTROLS = bytes(code for code in range(128) if _CONTROL.match(chr(code)))
+_INTRODUCER = re.compile(f"[{re.escape(''.join(sorted(INTRODUCERS)))}]")
+_ASCII_CONTROLS = bytes(code for code in range(128) if CONTROL.match(chr(code)))
 
 _MARK_BYTES = 8192
 """Most bytes scanned to find a line: a mark sits at the first line start past every this many."""
@@ -73,10 +73,10 @@ def _plain_lines(text: str, head: int, end: int) -> tuple[bytes, int, int] | Non
     """
     if text.isascii():
         blob = text.encode("ascii")
-        if len(blob.translate(None, _ASCII_CONTROLS)) == len(blob) or not _CONTROL.search(text, head, end):
+        if len(blob.translate(None, _ASCII_CONTROLS)) == len(blob) or not CONTROL.search(text, head, end):
             return blob, head, end
         return None
-    if _CONTROL.search(text, head, end):
+    if CONTROL.search(text, head, end):
         return None
     blob = _encode(text[head:end])
     return blob, 0, len(blob)

@@ -26,7 +26,7 @@ not chunks, so it holds however the text was split.
 
 # Everything that is not plain text, except `\n` (split in bulk) and `\t` (kept as a column):
 # C0 controls, DEL and C1 controls. Text without a match takes the fast path.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # A run of text the parser can take in bulk, starting in the ground state: plain text, and
 # controls that leave the rendering alone there: a complete ESC-form CSI other than erase in
@@ -38,7 +38,7 @@ _GROUND_RUN = re.compile(r"(?:[^\x00-\x08\x0b-\x1f\x7f-\x9f]+|" + _INERT_CSI + r
 _INERT = re.compile(_INERT_CSI + r"|\r")
 
 # The characters that open an escape sequence: ESC and the 8-bit C1 CSI, OSC, DCS, SOS, PM, APC.
-_INTRODUCERS = frozenset("\x1b\x9b\x9d\x90\x98\x9e\x9f")
+INTRODUCERS = frozenset("\x1b\x9b\x9d\x90\x98\x9e\x9f")
 
 # One escape sequence, anchored at its introducer. Each alternative has a `<kind>` body group
 # and an optional `<kind>_end` group; no end means the sequence is incomplete (text ran out)
@@ -82,12 +82,12 @@ class TerminalNormalizer:
         if self._pending:
             text = self._pending + text
             self._pending = ""
-        if _CONTROL.search(text) is None:
+        if CONTROL.search(text) is None:
             self._write(text, lines)
             return lines
         position = 0
         while True:
-            control = _CONTROL.search(text, position)
+            control = CONTROL.search(text, position)
             found = len(text) if control is None else control.start()
             segment = text[position:found]
             if control is not None and text[found] in "\x1b\r":
@@ -109,7 +109,7 @@ class TerminalNormalizer:
                 self._settle()
                 if self._start:
                     self._start -= 1
-            elif char in _INTRODUCERS:
+            elif char in INTRODUCERS:
                 resume = self._sequence(text, found)
                 if resume is None:
                     self._pending = text[found:]

@@ -56,11 +56,15 @@ class _Handshake:
 class LocalKernel:
     """A kernel process started by this server, with its router and exit watcher."""
 
-    def __init__(self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path) -> None:
+    def __init__(
+        self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path, connection_file: Path
+    ) -> None:
         self.generation = generation
         self.pid = pid
         self.channel = channel
         self.log_file = log_file
+        self.connection_file = connection_file
+        """0600, in the private runtime root: `jupyter console --existing FILE` attaches to this kernel."""
         self.exited = anyio.Event()
         self.returncode: int | None = None
         self.killed_on_purpose = False
@@ -85,7 +89,9 @@ class LocalKernel:
                 )
             except OSError as exc:
                 raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
-        kernel = cls(generation, process.pid, KernelChannel(spec.connection_info), spec.log_file)
+        kernel = cls(
+            generation, process.pid, KernelChannel(spec.connection_info), spec.log_file, spec.connection_file
+        )
         await tg.start(kernel._supervise, process)
         try:
             await kernel._handshake()

@@ -204,3 +204,10 @@ async def test_many_concurrent_waits_do_not_block_status(client: Client) -> None
             status = await call(client, "python_status")
         assert f"busy: execution {number} running" in status
     assert "completed" in await call(client, "python_execution_status", execution=number)
+
+
+async def test_without_a_number_the_latest_execution_is_selected_when_idle(client: Client) -> None:
+    await run(client, "print('older')")
+    number, _ = await run(client, "print('latest')")
+    assert (await call(client, "python_execution_status")).startswith(f"execution {number}: completed")
+    assert (await call(client, "read_python_output")).splitlines()[1:] == ["latest"]

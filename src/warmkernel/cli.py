@@ -26,7 +26,7 @@ from warmkernel.config import Settings, load_summarizers
 from warmkernel.daemon import find_session, live_descriptors, start_daemon, stop_session
 from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, check_bind, new_token
-from warmkernel.scaffold import init_project
+from warmkernel.scaffold import SNIPPETS, init_project
 from warmkernel.server import Face, run_server
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
 
@@ -296,7 +296,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     _add_kernel_options(serve)
 
-    verb("init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False)
+    init = verb(
+        "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False
+    )
+    init.add_argument("--json", action="store_true", help="print what changed as JSON")
     return parser
 
 
@@ -394,7 +397,11 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    print(init_project(Path.cwd()))
+    changes = init_project(Path.cwd())
+    if args.json:
+        print(json.dumps({"changes": changes, "snippets": SNIPPETS}, indent=2))
+    else:
+        print("\n".join([*changes, "", SNIPPETS]))
     return EXIT_OK
 
 

@@ -60,14 +60,13 @@ VS Code (.vscode/mcp.json):
   { "servers": { "warmkernel": { "type": "stdio", "command": "warmkernel", "args": ["mcp"] } } }"""
 
 
-def init_project(root: Path) -> str:
-    """Apply every change and return a report of what changed, then the snippets."""
-    report = [
+def init_project(root: Path) -> list[str]:
+    """Apply every change; one line per file saying what happened to it."""
+    return [
         _merge_mcp_json(root, Path(".mcp.json")),
         _refresh_block(root, Path("AGENTS.md"), ""),
         _refresh_block(root, Path(".claude/skills/warmkernel/SKILL.md"), SKILL_HEADER),
     ]
-    return "\n".join([*report, "", SNIPPETS])
 
 
 def _merge_mcp_json(root: Path, name: Path) -> str:

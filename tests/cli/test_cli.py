@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import stat
+import subprocess
+import sys
 import time
 
 import anyio
@@ -197,8 +201,8 @@ def test_init_is_idempotent_and_keeps_other_servers(cli: Cli) -> None:
     skill = cli.workspace / ".claude" / "skills" / "warmkernel" / "SKILL.md"
     assert skill.read_text().startswith("---\nname: warmkernel\n")
     files = {path: path.read_bytes() for path in (mcp_json, cli.workspace / "AGENTS.md", skill)}
-    second = cli("init")
-    assert [line for line in second.stdout.splitlines() if line.startswith(("created", "updated"))] == []
+    second = json.loads(cli("init", "--json").stdout)
+    assert all(change.startswith("unchanged") for change in second["changes"])
     assert {path: path.read_bytes() for path in files} == files
 
 
@@ -227,6 +231,34 @@ def test_init_is_idempotent_and_keeps_other_servers(cli: Cli) -> None:
 def test_every_verb_has_help(cli: Cli, verb: str) -> None:
     done = cli(verb, "--help")
     assert done.returncode == 0 and done.stdout.startswith("usage: warmkernel " + verb)
+
+
+def test_run_on_a_terminal_shows_a_live_elapsed_time_line(cli: Cli) -> None:
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "warmkernel", "run", "import time; time.sleep(1.2); print('done')"],
+            cwd=cli.workspace,
+            env=cli.env,
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            timeout=90,
+        )
+        shown = os.read(controller, 4096).decode()
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert done.returncode == 0
+    assert "done" in shown
+    stderr = done.stderr.decode()  # bytes: text mode would turn each \r into \n
+    assert re.search(r"\r\x1b\[Krunning \d+\.\d s", stderr)
+    assert stderr.endswith("\r\x1b[K")  # the line is cleared before the reply is printed
+
+
+def test_no_elapsed_time_line_when_stdout_is_not_a_terminal(daemon_cli: Cli) -> None:
+    done = daemon_cli("run", "import time; time.sleep(0.5)")
+    assert done.returncode == 0 and done.stderr == ""
 
 
 def test_top_level_help_shows_examples(cli: Cli) -> None:

@@ -269,3 +269,22 @@ def test_no_daemon_is_left_behind(cli: Cli) -> None:
     assert cli("run", "1").returncode == 0
     pid = int(cli("sessions").stdout.split("pid")[1].split()[0])
     assert os.getpgid(pid) == pid  # detached: its own session and process group
+
+
+def test_summarizers_configured_in_pyproject_reach_the_kernel(cli: Cli) -> None:
+    (cli.workspace / "pyproject.toml").write_text(
+        '[tool.warmkernel.inspection]\nsummarizers = ["team_summaries:tagged"]\n'
+    )
+    (cli.workspace / "team_summaries.py").write_text(
+        "def tagged(obj):\n    return {'kind': 'tagged'} if hasattr(obj, 'tag') else None\n"
+    )
+    assert cli("run", "class T:\n    tag = 'blue'\nt = T()").returncode == 0
+    summary = json.loads(cli("inspect", "t", "--json").stdout)
+    assert (summary["kind"], summary["summarizer"]) == ("tagged", "team_summaries:tagged")
+
+
+def test_bad_summarizer_config_stops_the_server_with_a_clear_code(cli: Cli) -> None:
+    (cli.workspace / "warmkernel.toml").write_text("[inspection]\nsummarizers = ['not a reference']\n")
+    done = cli("mcp")
+    assert done.returncode == 2
+    assert "invalid_config" in done.stderr and "warmkernel.toml" in done.stderr

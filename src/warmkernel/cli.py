@@ -23,7 +23,7 @@ import anyio
 from warmkernel import __version__
 from warmkernel.client import ToolOutcome, call_tool, connect, locate
 from warmkernel.config import Settings, load_summarizers
-from warmkernel.daemon import find_session, live_descriptors, start_daemon, stop_session
+from warmkernel.daemon import Descriptor, find_session, live_descriptors, start_daemon, stop_session
 from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, check_bind, new_token
 from warmkernel.scaffold import SNIPPETS, init_project
@@ -49,6 +49,8 @@ _USAGE_CODES = {
     "invalid_config",
     "invalid_name",
     "variable_not_found",
+    "notebook_not_found",
+    "invalid_notebook",
 }
 
 EXAMPLES = """\
@@ -58,6 +60,9 @@ examples:
   warmkernel wait 3 --timeout 120       wait for execution 3
   warmkernel read 3 --lines -20:        the last 20 lines of execution 3
   warmkernel search "Traceback" -A 5    search the latest execution
+  warmkernel nb status analysis.ipynb   which notebook cells are stale, and why
+  warmkernel nb run analysis.ipynb      re-run exactly the stale cells
+  warmkernel start analysis.ipynb       a daemon whose kernel has run the notebook's cells
   warmkernel inspect df                 a typed summary of df, without running a cell
   warmkernel mcp                        serve the tools over stdio (what MCP hosts launch)
   warmkernel serve --port 8801          serve the tools over Streamable HTTP
@@ -140,6 +145,12 @@ def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
             help=option.help,
         )
     group.add_argument(
+        "--no-save-outputs",
+        dest="save_outputs",
+        action="store_false",
+        help="do not write the outputs of notebook cells back into the .ipynb",
+    )
+    group.add_argument(
         "--log-level",
         default="WARNING",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -150,11 +161,13 @@ def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
 def _kernel_flags(args: argparse.Namespace) -> list[str]:
     """The kernel options given on this command line, to pass on to a daemon."""
     flags = [item for option in _KERNEL_OPTIONS for item in (option.flag, str(getattr(args, option.field)))]
-    return [*flags, "--log-level", args.log_level]
+    saving = [] if args.save_outputs else ["--no-save-outputs"]
+    return [*flags, *saving, "--log-level", args.log_level]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings(**{option.field: getattr(args, option.field) for option in _KERNEL_OPTIONS})
+    fields = {option.field: getattr(args, option.field) for option in _KERNEL_OPTIONS}
+    return Settings(save_outputs=args.save_outputs, **fields)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -249,13 +262,49 @@ def _parser() -> argparse.ArgumentParser:
     inspect = verb("inspect", "a typed summary of one variable, without running a cell")
     inspect.add_argument("name", metavar="NAME", help='a name or dotted attribute path, e.g. "df.columns"')
 
+    notebook = verb(
+        "nb",
+        "notebook mode: which cells are stale, re-running them, file watches",
+        "Notebook mode on this workspace's kernel: NB is a .ipynb file. A session serves one notebook.",
+        parents=False,
+    )
+    nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
+
+    def nb_verb(name: str, help: str) -> argparse.ArgumentParser:
+        parser = nb_verbs.add_parser(
+            name, help=help, description=help, parents=[client], formatter_class=_HelpFormatter
+        )
+        parser.add_argument("notebook", metavar="NB", help="the .ipynb file")
+        return parser
+
+    nb_verb("status", "every code cell's state (fresh, stale, never_run, running), the reasons, and the plan")
+    nb_run = nb_verb("run", "run the stale cells (or --cells) in notebook order; stops at the first error")
+    nb_run.add_argument(
+        "--cells", default="stale", metavar="stale|all|ID,...", help="which cells: ids or 0-based indices"
+    )
+    nb_run.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for the run"
+    )
+    nb_watch = nb_verb("watch", "make a cell depend on a file whose reads the kernel cannot see")
+    nb_watch.add_argument("file", metavar="FILE")
+    nb_watch.add_argument("--cell", required=True, metavar="ID", help="the cell's id or 0-based index")
+
     history = verb("history", "executions, newest first")
     history.add_argument("--limit", type=int, default=20, metavar="N", help="how many")
     verb("interrupt", "interrupt the running cell (SIGINT)")
     verb("reset", "kill the kernel and everything it started; start a fresh one")
     verb("sessions", "list the live sessions of this user")
 
-    start = verb("start", "start a daemon session for this workspace (if none is live)")
+    start = verb(
+        "start",
+        "start a daemon session for this workspace (if none is live)",
+        "Start a daemon session for this workspace (if none is live). With NB, bind its kernel to that "
+        "notebook and run every cell that is not fresh once, in order, continuing past errors.",
+    )
+    start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
+    start.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
+    )
     _add_kernel_options(start)
     verb("stop", "stop the daemon (or serve) session of this workspace")
 
@@ -380,11 +429,27 @@ def _start(args: argparse.Namespace) -> int:
     started = descriptor is None
     if descriptor is None:
         descriptor = start_daemon(Path.cwd(), _kernel_flags(args))
+    outcome = anyio.run(_warm_start, args, descriptor) if args.notebook else None
     if args.json:
-        print(json.dumps(vars(descriptor) | {"started": started}, indent=2))
+        run = {"run": outcome.data} if outcome is not None else {}
+        print(json.dumps(vars(descriptor) | {"started": started} | run, indent=2))
     else:
         print(("started " if started else "already running: ") + descriptor.describe())
-    return EXIT_OK
+        if outcome is not None:
+            print(outcome.text, file=sys.stderr if outcome.error_code else sys.stdout)
+    return _exit_status("nb run", outcome) if outcome is not None else EXIT_OK
+
+
+async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
+    """Run the notebook's cells that are not fresh (all of them in a new session), past errors."""
+    arguments = {
+        "path": _notebook_path(args.notebook),
+        "cells": "stale",
+        "stop_on_error": False,
+        "timeout_seconds": args.timeout,
+    }
+    async with connect(descriptor.url, descriptor.token) as client:
+        return await call_tool(client, "run_notebook_cells", arguments)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -468,11 +533,35 @@ def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             return "list_python_variables", {"include_modules": args.modules}
         case "inspect":
             return "inspect_python_variable", {"name": args.name}
+        case "nb":
+            return _notebook_call(args)
         case "interrupt":
             return "interrupt_python", {}
         case "reset":
             return "reset_python", {}
     raise AssertionError(args.verb)
+
+
+def _notebook_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    path = _notebook_path(args.notebook)
+    match args.nb_verb:
+        case "status":
+            return "notebook_status", {"path": path}
+        case "run":
+            cells = args.cells if args.cells in ("stale", "all") else args.cells.split(",")
+            return "run_notebook_cells", {"path": path, "cells": cells, "timeout_seconds": args.timeout}
+        case "watch":
+            return "watch_notebook_file", {
+                "path": path,
+                "file": str(Path.cwd() / args.file),
+                "cell": args.cell,
+            }
+    raise AssertionError(args.nb_verb)
+
+
+def _notebook_path(given: str) -> str:
+    """An absolute path: the tools resolve relative paths against the workspace, not this directory."""
+    return str(Path.cwd() / given)
 
 
 async def _client_verb(args: argparse.Namespace) -> int:
@@ -491,7 +580,7 @@ async def _client_verb(args: argparse.Namespace) -> int:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
         print(outcome.text)
-    return _exit_status(args.verb, outcome)
+    return _exit_status(f"nb {args.nb_verb}" if args.verb == "nb" else args.verb, outcome)
 
 
 def _exit_status(verb: str, outcome: ToolOutcome) -> int:
@@ -499,7 +588,7 @@ def _exit_status(verb: str, outcome: ToolOutcome) -> int:
         if outcome.error_code == "busy":
             return EXIT_RUNNING
         return EXIT_USAGE if outcome.error_code in _USAGE_CODES else EXIT_ERROR
-    if verb not in ("run", "wait", "show"):
+    if verb not in ("run", "wait", "show", "nb run"):
         return EXIT_OK
     return _STATE_EXIT.get(outcome.data.get("state", ""), EXIT_STOPPED)
 

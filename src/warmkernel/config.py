@@ -43,6 +43,14 @@ class Settings:
     """Time budget of one variable summary or listing; past it a degraded summary comes back."""
     summarizers: tuple[str, ...] = ()
     """User summarizers, `module:function`, imported inside the kernel and tried before the built-ins."""
+    save_outputs: bool = True
+    """Write the outputs of notebook cells run through warmkernel back into the `.ipynb`."""
+    max_images_per_reply: int = 8
+    """Images one reply carries as image content; the rest are named with the call that reads them."""
+    max_image_bytes: int = 5_000_000
+    """Larger images are not shown inline; they are named with the call that reads them."""
+    progress_interval_s: float = 5.0
+    """While a tool waits for a cell, a progress notification goes out this often (if the client asked)."""
 
 
 _SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")

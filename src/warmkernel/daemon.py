@@ -48,7 +48,8 @@ class Descriptor:
 
     def describe(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
-        return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}"
+        notebook = f"  notebook {self.notebook}" if self.notebook else ""
+        return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}{notebook}"
 
 
 def new_session_id() -> str:

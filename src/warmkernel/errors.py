@@ -4,8 +4,11 @@
       codes for the caller's mistakes:  invalid_arguments, invalid_directive, invalid_stream,
                                         invalid_line_range, invalid_max_chars, invalid_context,
                                         invalid_query, invalid_timeout, invalid_limit,
-                                        execution_not_found, invalid_name, variable_not_found
-      codes for the kernel's state:     busy, kernel_start_failed, inspection_failed
+                                        execution_not_found, invalid_name, variable_not_found,
+                                        notebook_not_found, invalid_notebook
+      codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
+                                        inspection_failed
+      codes for the session's notebook: notebook_already_bound
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for finding a session:      session_not_found, ambiguous_session, session_error
       our own bug (logged with a trace): internal_error
@@ -30,7 +33,11 @@ ErrorCode = Literal[
     "execution_not_found",
     "invalid_name",
     "variable_not_found",
+    "notebook_not_found",
+    "invalid_notebook",
+    "notebook_already_bound",
     "busy",
+    "not_awaiting_input",
     "kernel_start_failed",
     "inspection_failed",
     "workspace_config_failed",

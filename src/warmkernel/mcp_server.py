@@ -8,10 +8,11 @@ hand the outcome to `present`. A caller's mistake becomes `isError: true` with t
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -25,9 +26,10 @@ from warmkernel import __version__, present
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.line_range import parse_line_range
 from warmkernel.execution.output import OutputDropped
+from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import compile_query, search
 from warmkernel.kernel.helper import check_path
-from warmkernel.present import Reply
+from warmkernel.present import Picture, Reply
 from warmkernel.session import Session
 from warmkernel.types import READABLE_STREAMS
 
@@ -40,9 +42,14 @@ and can be read by line range, searched, waited on, interrupted, or thrown away 
 reset_python without losing the record. A cell submitted while another runs is rejected as
 busy, never queued. To learn what a variable holds, use list_python_variables and
 inspect_python_variable instead of printing it: they answer without running a cell.
+For a Jupyter notebook you edit with your file tools, notebook_status(path) tells which cells
+no longer match the kernel and why, and run_notebook_cells(path) re-runs exactly those.
 Optional directive lines at column 0 of a cell:
-`# warmkernel: --wait SECONDS` (how long run_python waits, default 10) and
-`# warmkernel: --full-output` (reply with all output instead of head and tail)."""
+`# warmkernel: --wait SECONDS` (how long run_python waits, default 10),
+`# warmkernel: --silence SECONDS` (also return once the cell has printed nothing for that long) and
+`# warmkernel: --full-output` (reply with all output instead of head and tail).
+Plots and images in a finished cell's reply come as image content. A cell that calls input()
+or getpass() replies with its prompt: answer it with send_python_input."""
 
 _MISSING = object()
 
@@ -115,9 +122,24 @@ def _choice(code: ErrorCode, choices: tuple[str, ...]) -> Callable[[str, Any], A
     return check
 
 
+def _is_seconds(value: Any) -> bool:
+    """A finite JSON number of seconds, not negative (bools are not numbers)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0
+
+
 def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if not _is_seconds(value):
         raise _fail("invalid_timeout", name, value, "a finite number of seconds >= 0")
+    return float(value)
+
+
+def _silence(name: str, value: Any) -> float | None:
+    """Null, or seconds > 0: a silence of 0 would end every wait at once."""
+    if value is None:
+        return None
+    if not _is_seconds(value) or value == 0:
+        raise _fail("invalid_timeout", name, value, "a finite number of seconds > 0 or null")
     return float(value)
 
 
@@ -125,6 +147,29 @@ def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise _fail("invalid_arguments", name, value, "true or false")
     return value
+
+
+def _optional_seconds(name: str, value: Any) -> float | None:
+    return None if value is None else _seconds(name, value)
+
+
+def _cells(name: str, value: Any) -> str | list[str | int]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(_cell(name, item) is not None for item in value):
+        return value
+    raise _fail(
+        "invalid_arguments", name, value, '"stale", "all", or a non-empty list of cell ids and indices'
+    )
+
+
+def _cell(name: str, value: Any) -> str | int:
+    if isinstance(value, str):
+        return value
+    index = _integer(value)
+    if index is None:
+        raise _fail("invalid_arguments", name, value, "a cell id or a 0-based code-cell index")
+    return index
 
 
 def _variable_path(name: str, value: Any) -> str:
@@ -136,6 +181,9 @@ def _variable_path(name: str, value: Any) -> str:
 
 
 _OPTIONAL_INT: dict[str, Any] = {"type": ["integer", "null"]}
+NOTEBOOK = Param(
+    "path", {"type": "string"}, "The .ipynb file, relative to the workspace.", _text("invalid_arguments")
+)
 EXECUTION = Param(
     "execution",
     _OPTIONAL_INT,
@@ -148,6 +196,13 @@ STREAM = Param(
     {"type": "string", "enum": list(READABLE_STREAMS)},
     "Which stream: combined (everything in order), stdout, stderr, result (values and displays), traceback.",
     _choice("invalid_stream", READABLE_STREAMS),
+    "combined",
+)
+READ_STREAM = Param(
+    "stream",
+    {"type": "string", "enum": [*READABLE_STREAMS, "images"]},
+    STREAM.description + ' "images": the images, by ordinal (line_range "2:3" reads the second and third).',
+    _choice("invalid_stream", (*READABLE_STREAMS, "images")),
     "combined",
 )
 MAX_CHARS = Param(
@@ -208,21 +263,61 @@ def _with_notice(session: Session, reply: Reply) -> Reply:
     notice = session.take_notice()
     if notice is None:
         return reply
-    return Reply(f"{notice}\n{reply.text}", reply.data | {"notice": notice})
+    return replace(reply, text=f"{notice}\n{reply.text}", data=reply.data | {"notice": notice})
+
+
+async def _wait(
+    session: Session,
+    record: ExecutionRecord,
+    ctx: ServerRequestContext[Any],
+    timeout_s: float,
+    silence_s: float | None,
+) -> WaitEnd:
+    """Wait on the record, telling a client that asked for progress how it goes every few seconds.
+
+    Some hosts drop a call that stays quiet for a minute; each notification resets their timer.
+    `report_progress` sends nothing when the client gave no progress token.
+    """
+
+    async def report() -> None:
+        while True:
+            await anyio.sleep(session.settings.progress_interval_s)
+            await ctx.session.report_progress(record.elapsed(), None, present.progress_message(record))
+
+    waited: WaitEnd | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(report)
+        waited = await session.wait(record, timeout_s, silence_s=silence_s)
+        tg.cancel_scope.cancel()
+    assert waited is not None, "a task group swallows no exception"
+    return waited
+
+
+async def _reply_after_wait(
+    session: Session, record: ExecutionRecord, ctx: ServerRequestContext[Any], wait_s: float | None = None
+) -> Reply:
+    """Wait as the cell's directives (or the defaults) say, then reply as run_python does."""
+    timeout_s = (
+        wait_s if wait_s is not None else record.directives.wait_seconds or session.settings.default_wait_s
+    )
+    waited = await _wait(session, record, ctx, timeout_s, record.directives.silence_seconds)
+    return present.execution_reply(record, session.settings, waited=waited)
 
 
 async def run_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     record = await session.submit(args["freeform"])
-    wait_s = record.directives.wait_seconds or session.settings.default_wait_s
-    await session.wait(record, wait_s)
-    return present.execution_reply(record, session.settings, waited_s=wait_s)
+    return await _reply_after_wait(session, record, ctx)
 
 
 async def wait_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     record = session.select(args["execution"])
-    timeout_s = args["timeout_seconds"]
-    await session.wait(record, timeout_s)
-    return present.execution_reply(record, session.settings, waited_s=timeout_s)
+    waited = await _wait(session, record, ctx, args["timeout_seconds"], args["silence_seconds"])
+    return present.execution_reply(record, session.settings, waited=waited)
+
+
+async def send_python_input(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = session.send_input(args["text"], args["execution"])
+    return await _reply_after_wait(session, record, ctx)
 
 
 async def python_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
@@ -246,6 +341,9 @@ async def read_python_output(session: Session, args: dict[str, Any], ctx: Server
     record = session.select(args["execution"])
     line_range = parse_line_range(args["line_range"])
     stream = args["stream"]
+    if stream == "images":
+        lo, hi = line_range.resolve(len(record.displays.images))
+        return present.images_reply(record, lo, hi, session.settings)
     lo, hi = line_range.resolve(record.output.line_count(stream))
     return present.read_reply(record, stream, lo, hi, args["max_chars"], session.settings)
 
@@ -288,6 +386,28 @@ async def list_python_executions(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
     return present.list_reply(session.records, args["limit"])
+
+
+async def notebook_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    return present.notebook_status_reply(await session.notebook_status(args["path"]), session.settings)
+
+
+async def run_notebook_cells(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    run = await session.run_notebook_cells(args["path"], args["cells"], stop_on_error=args["stop_on_error"])
+    wait_s = (
+        args["timeout_seconds"] if args["timeout_seconds"] is not None else session.settings.default_wait_s
+    )
+    with anyio.move_on_after(wait_s):
+        await run.done.wait()
+    view = await session.notebook_status(args["path"]) if run.done.is_set() else None
+    return present.notebook_run_reply(run, view, session.settings, waited_s=wait_s)
+
+
+async def watch_notebook_file(
+    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    cell_id, file = await session.watch_notebook_file(args["path"], args["file"], args["cell"])
+    return present.notebook_watch_reply(await session.notebook_status(args["path"]), cell_id, file)
 
 
 async def list_python_variables(
@@ -342,10 +462,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_python_output",
         "Read an execution's output by line range: `START:STOP`, 1-based, STOP inclusive, either end "
-        'may be empty, negatives count from the end (":10", "-10:", "20:40", "3:3").',
+        'may be empty, negatives count from the end (":10", "-10:", "20:40", "3:3"). '
+        'stream="images" reads its images by ordinal in the same grammar.',
         (
             EXECUTION,
-            STREAM,
+            READ_STREAM,
             Param(
                 "line_range",
                 {"type": ["string", "null"]},
@@ -403,7 +524,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "wait_python",
         "Wait for an execution to finish, up to timeout_seconds, then reply as run_python does. "
-        "Waiting ends this call, never the cell.",
+        "Waiting ends this call, never the cell; it also ends when the cell asks for input.",
         (
             EXECUTION,
             Param(
@@ -413,13 +534,38 @@ TOOLS: tuple[ToolSpec, ...] = (
                 _seconds,
                 30,
             ),
+            Param(
+                "silence_seconds",
+                {"type": ["number", "null"], "exclusiveMinimum": 0},
+                "Also return once the cell has printed nothing for this long, counted from the later of "
+                "this call's start and the last output. Default: no such limit.",
+                _silence,
+                None,
+            ),
         ),
         wait_python,
         _annotations(read_only=True),
     ),
     ToolSpec(
+        "send_python_input",
+        "Answer the prompt of a cell waiting in input() or getpass(), then reply as run_python does. "
+        "The answer is written to the output after its prompt, except for a password prompt.",
+        (
+            Param(
+                "text",
+                {"type": "string"},
+                "The answer, without a trailing newline.",
+                _text("invalid_arguments"),
+            ),
+            EXECUTION,
+        ),
+        send_python_input,
+        _annotations(read_only=False, idempotent=False),
+    ),
+    ToolSpec(
         "interrupt_python",
-        "Send SIGINT (KeyboardInterrupt) to the running cell. Replies interrupt_sent or idle.",
+        "Send SIGINT (KeyboardInterrupt) to the running cell, also one waiting for input. "
+        "Replies interrupt_sent or idle.",
         (),
         interrupt_python,
         _annotations(read_only=False, idempotent=False),
@@ -475,6 +621,64 @@ TOOLS: tuple[ToolSpec, ...] = (
         inspect_python_variable,
         _annotations(read_only=True),
     ),
+    ToolSpec(
+        "notebook_status",
+        "Which code cells of a Jupyter notebook no longer match the kernel, and why, without running "
+        "anything. Binds this session's kernel to the notebook on first use (one per session). Lists each "
+        "code cell in order: index, id, state (fresh, stale, never_run, running), reasons (source_changed, "
+        "never_run, errored, file_changed, upstream_changed, upstream_stale, undefined_name), the names it "
+        "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
+        (NOTEBOOK,),
+        notebook_status,
+        _annotations(read_only=True),
+    ),
+    ToolSpec(
+        "run_notebook_cells",
+        "Run cells of the bound notebook in notebook order, each as an ordinary numbered execution, and "
+        "reply with each cell's output as run_python does, then what is still stale. Stops at the first "
+        "error unless stop_on_error is false. Outputs are written into the .ipynb (outputs and execution "
+        "counts only) unless the cell's source changed on disk meanwhile. Waits up to timeout_seconds "
+        "(default: the server's wait, 10 s); the run goes on after that.",
+        (
+            NOTEBOOK,
+            Param(
+                "cells",
+                {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "integer"]}}]},
+                '"stale" (the plan), "all", or a list of cell ids and/or 0-based code-cell indices.',
+                _cells,
+                "stale",
+            ),
+            Param("stop_on_error", {"type": "boolean"}, "Stop at the first cell that raises.", _flag, True),
+            Param(
+                "timeout_seconds",
+                {"type": ["number", "null"], "minimum": 0},
+                "How long to wait for the run before replying; null: the server's wait.",
+                _optional_seconds,
+                None,
+            ),
+        ),
+        run_notebook_cells,
+        _annotations(read_only=False, destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "watch_notebook_file",
+        "Declare that a cell depends on a file whose reads the kernel cannot see (e.g. a C library opens "
+        "it): when the file's content changes, the cell becomes stale.",
+        (
+            NOTEBOOK,
+            Param(
+                "file",
+                {"type": "string"},
+                "The file, relative to the workspace.",
+                _text("invalid_arguments"),
+            ),
+            Param(
+                "cell", {"type": ["string", "integer"]}, "The cell's id or 0-based code-cell index.", _cell
+            ),
+        ),
+        watch_notebook_file,
+        _annotations(read_only=False),
+    ),
 )
 
 _BY_NAME = {tool.name: tool for tool in TOOLS}
@@ -525,7 +729,7 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
                 f"internal_error: {type(exc).__name__}: {exc} (details are in the server log)"
             )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=reply.text)],
+            content=[_content(reply.text), *(_content(part) for part in reply.more)],
             structured_content=reply.data if structured else None,
         )
 
@@ -536,6 +740,14 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _content(part: str | Picture) -> types.TextContent | types.ImageContent:
+    if isinstance(part, Picture):
+        return types.ImageContent(
+            type="image", data=base64.b64encode(part.data).decode(), mime_type=part.mime
+        )
+    return types.TextContent(type="text", text=part)
 
 
 def _error_result(text: str) -> types.CallToolResult:

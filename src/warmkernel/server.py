@@ -60,6 +60,9 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
                 public_token=face.public.token if face.public else None,
             )
             path = write_descriptor(descriptor)
+            session.on_notebook_change = lambda notebook: write_descriptor(
+                replace(descriptor, notebook=str(notebook))
+            )
             try:
                 if face.ready_fd is not None:
                     os.write(face.ready_fd, f"{descriptor.id}\n".encode())

@@ -25,9 +25,11 @@ READABLE_STREAMS: tuple[ReadableStream, ...] = ("combined", *APPENDABLE_STREAMS)
 
 
 class ExecutionState(str, Enum):
-    """Lifecycle of one execution: `running`, then exactly one terminal state."""
+    """Lifecycle of one execution: `running` (and `awaiting_input` while it asks), then one terminal state."""
 
     RUNNING = "running"
+    AWAITING_INPUT = "awaiting_input"
+    """The cell is blocked in `input()` or `getpass()`; send_python_input answers it."""
     COMPLETED = "completed"
     ERROR = "error"
     INTERRUPTED = "interrupted"
@@ -38,4 +40,4 @@ class ExecutionState(str, Enum):
 
     @property
     def finished(self) -> bool:
-        return self is not ExecutionState.RUNNING
+        return self not in (ExecutionState.RUNNING, ExecutionState.AWAITING_INPUT)

@@ -66,11 +66,17 @@ async def test_colour_escapes_and_erase_line_are_normalized(client: Client) -> N
     assert body(text) == ["red", "clean"]
 
 
-async def test_input_fails_fast_with_a_clear_error(client: Client) -> None:
+async def test_input_waits_for_the_answer_sent_with_send_python_input(client: Client) -> None:
     with anyio.fail_after(20):
-        number, text = await run(client, "input('name? ')")
-    assert "StdinNotImplementedError" in text
-    assert f"execution {number}: error" in await call(client, "python_execution_status", execution=number)
+        number, text = await run(client, "name = input('name? ')\nprint('hello', name)")
+        assert text.splitlines()[0].startswith(f"In [{number}] · awaiting input after")
+        assert 'the prompt "name? "' in text
+        assert f'send_python_input(text="...", execution={number})' in text
+        status = await call(client, "python_execution_status", execution=number)
+        assert f"execution {number}: awaiting_input" in status
+        answered = await call(client, "send_python_input", text="Ada")
+    assert answered.startswith(f"In [{number}] · ")
+    assert body(answered) == ["name? Ada", "hello Ada"]
 
 
 async def test_wait_directive_returns_early_and_wait_python_collects_the_end(client: Client) -> None:

@@ -26,12 +26,16 @@ EXPECTED = {
         "max_chars",
         "max_matches",
     ],
-    "wait_python": ["execution", "timeout_seconds"],
+    "wait_python": ["execution", "timeout_seconds", "silence_seconds"],
+    "send_python_input": ["text", "execution"],
     "interrupt_python": [],
     "reset_python": [],
     "list_python_executions": ["limit"],
     "list_python_variables": ["include_modules"],
     "inspect_python_variable": ["name"],
+    "notebook_status": ["path"],
+    "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds"],
+    "watch_notebook_file": ["path", "file", "cell"],
 }
 
 

@@ -22,6 +22,12 @@ from warmkernel.execution.directive import Directives, parse_directives
             "# warmkernel: --wait 00.5\n", Directives(wait_seconds=0.5), id="wait leading zeros decimal"
         ),
         pytest.param("# warmkernel: --full-output\n", Directives(full_output=True), id="full output"),
+        pytest.param("# warmkernel: --silence 30\n", Directives(silence_seconds=30.0), id="silence"),
+        pytest.param(
+            "# warmkernel: --wait 600 --silence 2.5\n",
+            Directives(wait_seconds=600.0, silence_seconds=2.5),
+            id="wait and silence",
+        ),
         pytest.param(
             "# warmkernel: --wait 5 --full-output\n",
             Directives(wait_seconds=5.0, full_output=True),
@@ -81,8 +87,8 @@ def test_directives_are_read(source: str, expected: Directives) -> None:
     assert parse_directives(source) == expected
 
 
-VALID = 'valid form: "# warmkernel: --wait SECONDS --full-output"'
-VALID_OPTIONS = "valid options: --wait SECONDS, --full-output"
+VALID = 'valid form: "# warmkernel: --wait SECONDS --silence SECONDS --full-output"'
+VALID_OPTIONS = "valid options: --wait SECONDS, --silence SECONDS, --full-output"
 SECONDS_FORM = "SECONDS is digits with an optional decimal part, e.g. 30 or 2.5"
 
 
@@ -196,6 +202,17 @@ SECONDS_FORM = "SECONDS is digits with an optional decimal part, e.g. 30 or 2.5"
             id="repeated across lines",
         ),
         pytest.param(
+            "# warmkernel: --silence 5\n# warmkernel: --silence 9",
+            "line 2: --silence repeated (first given on line 1)",
+            id="silence repeated",
+        ),
+        pytest.param(
+            "# warmkernel: --silence 0", 'line 1: value "0" for --silence must be greater', id="silence 0"
+        ),
+        pytest.param(
+            "# warmkernel: --silence --full-output", "line 1: --silence needs a value", id="silence no value"
+        ),
+        pytest.param(
             "%%bash\n# warmkernel: --wiat 5\n",
             'line 2: unknown option "--wiat"',
             id="error in cell magic",
@@ -226,8 +243,13 @@ seconds_text = st.one_of(
 def directive_cells(draw: st.DrawFn) -> tuple[str, Directives]:
     """A cell holding any valid combination of options, in any order, split over any lines."""
     wait = draw(st.none() | seconds_text)
+    silence = draw(st.none() | seconds_text)
     full_output = draw(st.booleans())
-    words = ([["--wait", wait]] if wait is not None else []) + ([["--full-output"]] if full_output else [])
+    words = (
+        ([["--wait", wait]] if wait is not None else [])
+        + ([["--silence", silence]] if silence is not None else [])
+        + ([["--full-output"]] if full_output else [])
+    )
     words = draw(st.permutations(words))
     lines: list[list[str]] = []
     for option in words:
@@ -249,7 +271,11 @@ def directive_cells(draw: st.DrawFn) -> tuple[str, Directives]:
         cell_lines.extend(draw(st.lists(filler, max_size=2)))
         cell_lines.append("# warmkernel: " + " ".join(line))
     newline = draw(st.sampled_from(["\n", "\r\n", "\r"]))
-    expected = Directives(wait_seconds=None if wait is None else float(wait), full_output=full_output)
+    expected = Directives(
+        wait_seconds=None if wait is None else float(wait),
+        full_output=full_output,
+        silence_seconds=None if silence is None else float(silence),
+    )
     return newline.join(cell_lines), expected
 
 

@@ -3,7 +3,7 @@
 A directive is a physical line that starts at column 0 with `# warmkernel:` outside any
 string literal, followed by exactly one space and options separated by single spaces:
 
-    # warmkernel: --wait 30 --full-output
+    # warmkernel: --wait 30 --silence 60 --full-output
 
 Several directive lines in one cell combine; each option may appear once per cell. In a
 cell magic (source starting with `%%`) the body is not Python, so every line is considered.
@@ -30,6 +30,8 @@ class Directives:
 
     wait_seconds: float | None = None
     full_output: bool = False
+    silence_seconds: float | None = None
+    """run_python also returns once the cell has printed nothing for this long."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ _OPTIONS: dict[str, _Option] = {
     option.name: option
     for option in (
         _Option("--wait", "wait_seconds", "seconds"),
+        _Option("--silence", "silence_seconds", "seconds"),
         _Option("--full-output", "full_output", "flag"),
     )
 }

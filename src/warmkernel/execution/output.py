@@ -382,6 +382,10 @@ class OutputLog:
         part = self._streams[stream]
         return part.store.count() + (1 if part.normalizer.open_line else 0)
 
+    def completed_count(self) -> int:
+        """Completed lines of combined: the 0-based index the next completed line will get."""
+        return self._combined_count()
+
     def char_count(self, stream: ReadableStream) -> int:
         """Characters of all lines, newlines not counted."""
         parts = self._streams.values() if stream == "combined" else (self._streams[stream],)

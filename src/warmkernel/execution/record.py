@@ -1,16 +1,42 @@
-"""ExecutionRecord: one accepted cell, its number, lifecycle, timing and output."""
+"""ExecutionRecord: one accepted cell, its number, lifecycle, timing and output, and the waits on it.
+
+Lifecycle: `running`, then one terminal state. A running cell that calls `input()` or
+`getpass()` moves to `awaiting_input` until it is answered (back to `running`) or ends; it is
+still the running execution (busy, selected, interruptible), but waits return at once.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Literal
 
 import anyio
 
 from warmkernel.execution.directive import Directives
+from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output import OutputLog
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
+
+
+@dataclass(frozen=True)
+class InputPrompt:
+    """What a cell waiting in `input()` or `getpass()` asked."""
+
+    text: str
+    password: bool
+    """From getpass(): the answer is never written to the output."""
+
+
+@dataclass(frozen=True)
+class WaitEnd:
+    """Why a wait on a record ended, and after how long."""
+
+    reason: Literal["finished", "input", "timeout", "silence"]
+    waited_s: float
+    silence_s: float | None = None
+    """The silence that ended the wait (reason `silence`)."""
 
 
 @dataclass(eq=False)
@@ -23,16 +49,25 @@ class ExecutionRecord:
     directives: Directives = field(default_factory=Directives)
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     output: OutputLog = field(default_factory=OutputLog)
+    displays: DisplayLog = field(default_factory=DisplayLog)
     state: ExecutionState = ExecutionState.RUNNING
+    prompt: InputPrompt | None = None
+    """The pending question while `awaiting_input`."""
     error_name: str = ""
     error_value: str = ""
     end_reason: str = ""
     """Why a killed or died execution ended, e.g. `exit code 3` or `signal SIGKILL`."""
     patch_literals: int = 0
     """How many Apply Patch literals were converted before the cell was sent."""
+    cell_id: str | None = None
+    """The id of the notebook cell this execution ran, if it was one (run_notebook_cells)."""
     _start: float = field(default_factory=time.monotonic)
     _end: float | None = None
+    last_output: float = field(default_factory=time.monotonic)
+    """Monotonic time of the latest output (of acceptance until there is some): silence counts from it."""
     done: anyio.Event = field(default_factory=anyio.Event)
+    _paused: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the record stops running on its own: it finished or waits for input."""
 
     @property
     def first_line(self) -> str:
@@ -50,14 +85,59 @@ class ExecutionRecord:
             return None
         return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), timezone.utc)
 
+    def output_arrived(self) -> None:
+        """Output is about to be appended: it restarts the silence, and a waiting clear happens first."""
+        self.last_output = time.monotonic()
+        self.displays.output_arrived(self.output)
+
+    def ask_input(self, prompt: InputPrompt) -> None:
+        """The running code waits in `input()`; every wait on the record returns now."""
+        if self.state is not ExecutionState.RUNNING:
+            raise RuntimeError(f"execution {self.number} cannot ask for input: it is {self.state.value}")
+        self.state, self.prompt = ExecutionState.AWAITING_INPUT, prompt
+        self._paused.set()
+
+    def input_answered(self) -> InputPrompt:
+        """The prompt was answered (or interrupted): the code runs on. Returns the prompt."""
+        if self.state is not ExecutionState.AWAITING_INPUT or self.prompt is None:
+            raise RuntimeError(f"execution {self.number} is not awaiting input: it is {self.state.value}")
+        prompt = self.prompt
+        self.state, self.prompt, self._paused = ExecutionState.RUNNING, None, anyio.Event()
+        return prompt
+
     def finish(self, state: ExecutionState, *, reason: str = "") -> None:
         """Move to a terminal state, exactly once, and release every waiter."""
         if self.state.finished:
             raise RuntimeError(f"execution {self.number} already finished ({self.state.value})")
         if not state.finished:
             raise ValueError(f"execution {self.number} cannot finish as {state.value}")
-        self.state = state
+        self.state, self.prompt = state, None
         self.end_reason = reason
         self._end = time.monotonic()
+        self.displays.settle(self.output)
         self.output.close()
         self.done.set()
+        self._paused.set()
+
+    async def wait(self, timeout_s: float, *, silence_s: float | None = None) -> WaitEnd:
+        """Wait until the execution finishes or asks for input, at most `timeout_s`; with `silence_s`,
+        also until it has printed nothing for that long (counted from the later of the call's
+        start and the last output). The execution runs on.
+
+        A quiet deadline moves only when it is reached: output itself wakes no waiter.
+        """
+        began = time.monotonic()
+        deadline = began + timeout_s
+        while self.state is ExecutionState.RUNNING:
+            now = time.monotonic()
+            wake = deadline
+            if silence_s is not None:
+                quiet_at = max(began, self.last_output) + silence_s
+                if quiet_at <= now:
+                    return WaitEnd("silence", now - began, silence_s)
+                wake = min(wake, quiet_at)
+            if deadline <= now:
+                return WaitEnd("timeout", now - began)
+            with anyio.move_on_after(wake - now):
+                await self._paused.wait()
+        return WaitEnd("finished" if self.state.finished else "input", time.monotonic() - began)

@@ -97,7 +97,9 @@ def install(shell: Any, summarizers: list[str]) -> None:
 
 
 def _ids() -> dict[str, int]:
-    return {name: id(value) for name, value in _shell.user_ns.items() if not name.startswith("_")}
+    # object.__hash__ is identity, like id(), without a `builtins.id` audit event per name
+    identity = object.__hash__
+    return {name: identity(value) for name, value in _shell.user_ns.items() if not name.startswith("_")}
 
 
 def _pre_run_cell(info: object = None) -> None:
@@ -108,6 +110,8 @@ def _pre_run_cell(info: object = None) -> None:
 def _post_run_cell(result: object = None) -> None:
     # warmkernel keeps IPython's execution_count equal to its own execution number.
     number = getattr(result, "execution_count", None)
+    if number is None and getattr(getattr(result, "info", None), "store_history", False):
+        _shell.execution_count += 1  # IPython skips counting a blank cell; warmkernel numbers it
     after = _ids()
     if isinstance(number, int):
         for name, ident in after.items():

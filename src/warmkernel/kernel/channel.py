@@ -1,9 +1,9 @@
 """The one router between a kernel's sockets and the requests waiting on them.
 
 Each Jupyter message is parsed here, exactly once, into a typed event; nothing past this
-module indexes `msg["content"]`. One reader per channel (shell, IOPub) routes every event to
-the inbox registered for its parent msg_id; events for unknown parents are logged and dropped,
-so the wrong waiter never swallows a message.
+module indexes `msg["content"]`. One reader per channel (shell, IOPub, stdin) routes every
+event to the inbox registered for its parent msg_id; events for unknown parents are logged and
+dropped, so the wrong waiter never swallows a message.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class Display:
 
     data: Mapping[str, Any]
     update: bool = False
+    display_id: str | None = None
+    """Set when the display can be updated in place (`display(..., display_id=True)`, progress bars)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,14 @@ class ClearOutput:
 
 
 @dataclass(frozen=True)
+class InputRequest:
+    """The code called `input()` or `getpass()` and waits for an `input_reply` on stdin."""
+
+    prompt: str
+    password: bool
+
+
+@dataclass(frozen=True)
 class ExpressionValue:
     """One user expression of an execute_reply: its text/plain form, or the error it raised."""
 
@@ -87,7 +97,7 @@ class Reply:
     user_expressions: Mapping[str, ExpressionValue] = field(default_factory=dict)
 
 
-Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | Reply
+Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | InputRequest | Reply
 
 
 class Inbox(Protocol):
@@ -105,7 +115,13 @@ def parse_iopub(msg: Mapping[str, Any]) -> Event | None:
             name = "stderr" if content.get("name") == "stderr" else "stdout"
             return Stream(name, content.get("text", ""))
         case "display_data" | "update_display_data":
-            return Display(content.get("data") or {}, update=msg_type == "update_display_data")
+            # `transient` may be present and None
+            display_id = (content.get("transient") or {}).get("display_id")
+            return Display(
+                content.get("data") or {},
+                update=msg_type == "update_display_data",
+                display_id=str(display_id) if display_id is not None else None,
+            )
         case "execute_result":
             return Result(content.get("data") or {})
         case "error":
@@ -118,6 +134,14 @@ def parse_iopub(msg: Mapping[str, Any]) -> Event | None:
             return ClearOutput(bool(content.get("wait")))
         case _:
             return None
+
+
+def parse_stdin(msg: Mapping[str, Any]) -> Event | None:
+    """An input_request from the kernel; nothing else arrives on stdin."""
+    if msg["header"]["msg_type"] != "input_request":
+        return None
+    content = msg["content"]
+    return InputRequest(str(content.get("prompt", "")), bool(content.get("password")))
 
 
 def parse_reply(msg: Mapping[str, Any]) -> Reply:
@@ -149,12 +173,13 @@ class KernelChannel:
         self._inboxes: dict[MsgId, Inbox] = {}
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read both channels until cancelled."""
-        self._client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        """Read the three channels until cancelled."""
+        self._client.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=False)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._read, self._client.shell_channel, parse_reply)
                 tg.start_soon(self._read, self._client.iopub_channel, parse_iopub)
+                tg.start_soon(self._read, self._client.stdin_channel, parse_stdin)
                 task_status.started()
         finally:
             self._client.stop_channels()
@@ -178,11 +203,14 @@ class KernelChannel:
         *,
         silent: bool = False,
         user_expressions: Mapping[str, str] | None = None,
+        allow_stdin: bool = False,
     ) -> MsgId:
-        """Send an execute_request; input() fails at once because stdin is not offered.
+        """Send an execute_request.
 
         A silent request leaves no trace in the kernel's history or execution count. User
-        expressions are evaluated after the code; their values come back in the Reply.
+        expressions are evaluated after the code; their values come back in the Reply. Without
+        `allow_stdin`, `input()` fails at once; with it, the inbox gets an `InputRequest` and
+        the code waits for `input()` below.
         """
         msg_id = MsgId(
             self._client.execute(
@@ -190,12 +218,16 @@ class KernelChannel:
                 silent=silent,
                 store_history=not silent,
                 user_expressions=dict(user_expressions or {}),
-                allow_stdin=False,
+                allow_stdin=allow_stdin,
                 stop_on_error=False,
             )
         )
         self._inboxes[msg_id] = inbox
         return msg_id
+
+    def input(self, text: str) -> None:
+        """Answer the kernel's pending input_request (there is at most one: the kernel blocks on it)."""
+        self._client.input(text)
 
     def kernel_info(self, inbox: Inbox) -> MsgId:
         msg_id = MsgId(self._client.kernel_info())

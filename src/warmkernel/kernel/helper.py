@@ -54,18 +54,24 @@ Summary = dict[str, Any]
 
 
 @functools.cache
-def _source() -> str:
-    return _SOURCE_FILE.read_text(encoding="utf-8")
+def _source(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def install_code(summarizers: Sequence[str]) -> str:
     """Silent code that loads the helper into its own module and starts it; binds no user name."""
+    return load_code(_SOURCE_FILE, MODULE_NAME, f"install(get_ipython(), {list(summarizers)!r})")
+
+
+def load_code(source_file: Path, module_name: str, start: str) -> str:
+    """Silent code that runs a kernel-side source file as module `module_name`, then calls
+    `module.<start>`; binds no user name."""
     return (
         "(lambda module: (\n"
-        f"    exec(compile({_source()!r}, {str(_SOURCE_FILE)!r}, 'exec'), module.__dict__),\n"
-        f"    __import__('sys').modules.__setitem__({MODULE_NAME!r}, module),\n"
-        f"    module.install(get_ipython(), {list(summarizers)!r}),\n"
-        f"))(__import__('types').ModuleType({MODULE_NAME!r}))"
+        f"    exec(compile({_source(source_file)!r}, {str(source_file)!r}, 'exec'), module.__dict__),\n"
+        f"    __import__('sys').modules.__setitem__({module_name!r}, module),\n"
+        f"    module.{start},\n"
+        f"))(__import__('types').ModuleType({module_name!r}))"
     )
 
 

@@ -1,0 +1,385 @@
+"""The kernel side of notebook mode: runs inside the user's kernel, never in the server.
+
+Owns, inside the kernel: the version of every user name (the execution that last rebound or
+mutated it), the change checks that see in-place mutation, and the files each notebook cell
+opened for reading. The server injects this file as text the first time a notebook cell runs
+in a kernel (`warmkernel.notebook.binding`), so a session that never binds a notebook pays
+nothing for it. Like the inspection helper it imports only the standard library, runs on any
+Python from 3.10 on, and lives in `sys.modules[MODULE_NAME]`, outside the user's namespace.
+
+Versions. After every execution (notebook cells and `run_python` alike, also ones that raise
+or are interrupted) each name bound to a new object, and each watched name whose fingerprint
+changed, gets that execution's number; unbound names are dropped. Names some notebook cell
+read or defined are watched. A fingerprint is bounded, so it is cheap for a big DataFrame: the
+length and the identity of up to 32 items of a list, dict, set or tuple (the first and last
+16), the attributes of an object, three levels deep and at most 256 objects per name; for
+numpy arrays the shape, dtype, strides, data pointer and 1024 evenly spaced elements; for
+pandas objects the shape, labels, dtypes and a value hash of 64 evenly spaced rows (of up to
+64 columns). So a change to one element of a big array or frame outside those samples can go
+unseen. Numbers, strings, functions, classes and modules are only checked for rebinding.
+
+Files. A Python audit hook sees every `open` (and `io.open_code`, so imports count) in the
+process. It is installed once per kernel and does almost nothing while no cell is tracked.
+During a notebook cell it records each regular file opened for reading, by absolute path, with
+its size and mtime_ns at the first open; a file the cell also wrote is stamped again at its
+end. A cached module's `.pyc` stands for its `.py`. Files under the interpreter's prefixes
+(the standard library, site-packages), the kernel's private directories and /proc, /sys and
+/dev are left out. A cell also depends on the source file of each module that a name it reads
+or defines comes from, as that file was when the module was loaded: so after the file is
+edited, re-running `import mod` does not make the cell look fresh while the old module stays
+loaded. The server hashes the files; the kernel only stats them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import json
+import os
+import site
+import stat
+import sys
+import sysconfig
+import types
+from itertools import islice
+from typing import Any
+
+MODULE_NAME = "_warmkernel_notebook"
+"""Where the injected notebook helper lives in the kernel's `sys.modules`."""
+INSPECTION_MODULE = "_warmkernel_helper"
+"""The inspection helper, whose record of rebinds seeds the versions."""
+
+ITEMS = 32
+NODES = 256
+DEPTH = 3
+ELEMENTS = 1024
+ROWS = 64
+COLUMNS = 64
+_PSEUDO_FILES = ("/proc/", "/sys/", "/dev/")
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, type(...))
+_UNCHANGING = (*_IMMUTABLE, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+"""Values that only rebinding can change (as far as a fingerprint could tell): not checked."""
+_identity = object.__hash__
+"""An object's identity, as `id` would give it, without the `builtins.id` audit event that would
+call our own audit hook once per name after every execution."""
+
+_shell: Any = None
+_before: dict[str, int] = {}
+_versions: dict[str, int] = {}
+"""User name -> the execution that last rebound or mutated it (0: bound before tracking began)."""
+_watched: set[str] = set()
+_watched_private: set[str] = set()
+"""Watched names that start with `_`, which the cheap namespace walk skips otherwise."""
+_prints: dict[str, int] = {}
+"""Watched name -> the fingerprint of its value after the last execution (if it can change)."""
+_armed: list[Any] = [None, ()]
+"""The number of the notebook cell about to run, and the names it reads or defines."""
+_opened: list[dict[str, tuple[int, int]] | None] = [None]
+"""Path -> (size, mtime_ns) at its first read in the tracked cell; None while none is tracked."""
+_written: set[str] = set()
+_cell_files: dict[int, dict[str, tuple[int, int]]] = {}
+"""Execution number -> the files that notebook cell read, until the server fetches them."""
+_module_sources: dict[str, tuple[int, int]] = {}
+"""A module's source path -> its (size, mtime_ns) when it was last loaded."""
+_excluded: list[str] = []
+
+
+class JsonText:
+    """An answer whose plain-text form is the JSON itself, so the server reads it unquoted."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.text = json.dumps(answer)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def install(shell: Any) -> None:
+    """Start versioning names and watching opens; called once per kernel."""
+    global _shell
+    _shell = shell
+    inspection = sys.modules.get(INSPECTION_MODULE)
+    _versions.update(getattr(inspection, "_rebound", {}))
+    for name in _user_ids():
+        _versions.setdefault(name, 0)
+    _excluded[:] = _excluded_roots()
+    shell.events.register("pre_run_cell", _pre_run_cell)
+    shell.events.register("post_run_cell", _post_run_cell)
+    sys.addaudithook(_audit)
+
+
+def begin(number: int, names: list[str], reads: list[str]) -> JsonText:
+    """Track the next execution as notebook cell `number`; the versions of the names it reads."""
+    namespace = _shell.user_ns
+    for name in names:
+        if name in _watched:
+            continue
+        _watched.add(name)
+        if name.startswith("_"):
+            _watched_private.add(name)
+        if name in namespace:
+            _watch_value(name, namespace[name])
+    _armed[:] = [number, tuple(names)]
+    read_versions = {name: _versions[name] for name in reads if name in _versions}
+    return JsonText({"read_versions": read_versions})
+
+
+def facts(numbers: list[int]) -> JsonText:
+    """Every name's version, and the files read by the given notebook executions (handed over once)."""
+    files = {str(number): _cell_files.pop(number) for number in numbers if number in _cell_files}
+    return JsonText({"versions": _versions, "files": files})
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def _user_ids() -> dict[str, int]:
+    namespace = _shell.user_ns
+    ids = {name: _identity(value) for name, value in namespace.items() if not name.startswith("_")}
+    for name in _watched_private:
+        if name in namespace:
+            ids[name] = _identity(namespace[name])
+    return ids
+
+
+def _pre_run_cell(info: object = None) -> None:
+    _before.clear()
+    _before.update(_user_ids())
+    if _armed[0] is not None:
+        _opened[0] = {}
+        _written.clear()
+
+
+def _post_run_cell(result: object = None) -> None:
+    number = getattr(result, "execution_count", None)
+    after = _user_ids()
+    if isinstance(number, int):
+        namespace = _shell.user_ns
+        for name, ident in after.items():
+            if _before.get(name) != ident:
+                _versions[name] = number
+                if name in _watched:
+                    _watch_value(name, namespace[name])
+        for name, fingerprint in list(_prints.items()):
+            if name in after and after[name] == _before.get(name):
+                now = _fingerprint(namespace[name])
+                if now != fingerprint:
+                    _versions[name] = number
+                    _prints[name] = now
+    for table in (_versions, _prints):
+        for name in table.keys() - after.keys():
+            del table[name]
+    if _armed[0] is not None:
+        _finish_cell()
+
+
+def _watch_value(name: str, value: Any) -> None:
+    """Check the value for in-place changes from now on, unless it cannot change in place."""
+    if isinstance(value, _UNCHANGING):
+        _prints.pop(name, None)
+    else:
+        _prints[name] = _fingerprint(value)
+
+
+def _fingerprint(value: Any) -> int:
+    """A bounded structural hash that changes when the value is changed in place (mostly)."""
+    try:
+        return hash(_shape(value, DEPTH, [NODES]))
+    except Exception as exc:  # user code (properties, __len__) may raise anything
+        return hash(("unreadable", type(exc).__name__))
+
+
+def _shape(value: Any, depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if depth < 0 or budget[0] < 0 or isinstance(value, _IMMUTABLE):
+        return None
+    if isinstance(value, tuple):
+        return tuple(_shape(item, depth - 1, budget) for item in _ends(value))
+    if isinstance(value, list | collections.deque):
+        items = _ends(value)
+        return ("l", len(value), tuple((_identity(item), _shape(item, depth - 1, budget)) for item in items))
+    if isinstance(value, dict):
+        entries = _ends(value)
+        return (
+            "d",
+            len(value),
+            tuple(
+                (_identity(key), _identity(value[key]), _shape(value[key], depth - 1, budget))
+                for key in entries
+            ),
+        )
+    if isinstance(value, set | frozenset):
+        return ("s", len(value), tuple(_identity(item) for item in islice(value, ITEMS)))
+    if isinstance(value, bytearray):
+        return ("b", len(value), bytes(value[: ITEMS * 32]), bytes(value[-ITEMS * 32 :]))
+    root = (getattr(type(value), "__module__", None) or "").partition(".")[0]
+    if root == "pandas" and _pandas_kind(value):
+        return _pandas_shape(value)
+    if root == "numpy" and _numpy_array(value):
+        return _array_shape(value)
+    if isinstance(value, type | types.ModuleType | types.FunctionType | types.BuiltinFunctionType):
+        return None
+    attributes = getattr(value, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return None
+    return (
+        "o",
+        len(attributes),
+        tuple(
+            (name, _identity(item), _shape(item, depth - 1, budget))
+            for name, item in islice(attributes.items(), ITEMS)
+        ),
+    )
+
+
+def _ends(items: Any) -> list[Any]:
+    """All items of a small container; the first and last ITEMS/2 of a big one."""
+    if len(items) <= ITEMS:
+        return list(items)
+    half = ITEMS // 2
+    return [*islice(items, half), *islice(reversed(items), half)]
+
+
+def _pandas_kind(value: Any) -> bool:
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(value, pandas.DataFrame | pandas.Series | pandas.Index)
+
+
+def _numpy_array(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
+
+
+def _positions(count: int, wanted: int) -> list[int]:
+    if count <= wanted:
+        return list(range(count))
+    return sorted({round(step * (count - 1) / (wanted - 1)) for step in range(wanted)})
+
+
+def _pandas_shape(value: Any) -> Any:
+    pandas = sys.modules["pandas"]
+    sample = value.take(_positions(len(value), ROWS))
+    labels: Any = ()
+    if isinstance(value, pandas.DataFrame):
+        columns = _positions(value.shape[1], COLUMNS)
+        sample = sample.iloc[:, columns]
+        labels = (tuple(value.columns[columns]), tuple(str(dtype) for dtype in sample.dtypes))
+    try:
+        values: Any = pandas.util.hash_pandas_object(sample).to_numpy().tobytes()
+    except TypeError:  # unhashable cells, e.g. lists: their identities will do
+        values = tuple(_identity(item) for item in sample.to_numpy(dtype=object).ravel())
+    return ("p", type(value).__name__, value.shape, str(getattr(value, "dtype", "")), labels, values)
+
+
+def _array_shape(array: Any) -> Any:
+    numpy = sys.modules["numpy"]
+    if array.size <= ELEMENTS:
+        sample = array.tobytes()
+    else:
+        sample = array.flat[numpy.linspace(0, array.size - 1, ELEMENTS).astype(numpy.intp)].tobytes()
+    pointer = array.__array_interface__["data"][0]
+    return ("a", array.shape, array.dtype.str, array.strides, pointer, sample)
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def _excluded_roots() -> list[str]:
+    """Directories whose files are the interpreter's or the kernel's, never the user's data."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots.update(path for path in sysconfig.get_paths().values() if path)
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+    roots.add(site.getusersitepackages())
+    if os.environ.get("IPYTHONDIR"):
+        roots.add(os.path.dirname(os.environ["IPYTHONDIR"]))  # the kernel's private home
+    found = {os.path.join(os.path.realpath(root), "") for root in roots if root}
+    found.update(os.path.join(os.path.abspath(root), "") for root in roots if root)
+    return sorted(found)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open":
+        return
+    opened = _opened[0]
+    path = args[0]
+    if opened is None and not (isinstance(path, str) and path.endswith((".py", ".pyc"))):
+        return
+    with contextlib.suppress(Exception):  # never let the tracking break the user's open
+        _record_open(path, args[1], args[2], opened)
+
+
+def _record_open(path: Any, mode: str | None, flags: int, opened: dict[str, tuple[int, int]] | None) -> None:
+    if isinstance(path, int):
+        return
+    path = _normalized(os.fsdecode(path))
+    if path is None:
+        return
+    if mode is None:  # os.open: only the flags say
+        access = flags & os.O_ACCMODE
+        reads, writes = access != os.O_WRONLY, access != os.O_RDONLY
+    else:
+        reads, writes = "r" in mode or "+" in mode, any(letter in mode for letter in "wax+")
+    if reads:
+        stamp = _stamp(path)
+        if stamp is not None:
+            if path.endswith(".py"):
+                _module_sources[path] = stamp
+            if opened is not None:
+                opened.setdefault(path, stamp)
+    if writes and opened is not None:
+        _written.add(path)
+
+
+def _normalized(path: str) -> str | None:
+    """The absolute path that matters, or None for files that are never the user's data."""
+    path = os.path.abspath(path)
+    if path.endswith(".pyc"):
+        with contextlib.suppress(ValueError):  # a sourceless .pyc is itself what was loaded
+            path = importlib.util.source_from_cache(path)
+    if path.startswith(_PSEUDO_FILES) or any(path.startswith(root) for root in _excluded):
+        return None
+    return path
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def _finish_cell() -> None:
+    """Hand the tracked cell's file reads over to `_cell_files` and stop tracking."""
+    number, names = _armed
+    opened = _opened[0] or {}
+    _armed[:] = [None, ()]
+    _opened[0] = None
+    for path in _written & opened.keys():
+        stamp = _stamp(path)
+        if stamp is None:
+            del opened[path]
+        else:
+            opened[path] = stamp
+    _written.clear()
+    namespace = _shell.user_ns
+    for name in names:
+        source = _module_source(namespace[name]) if name in namespace else None
+        if source is not None and source not in opened:
+            stamp = _module_sources[source] if source in _module_sources else _stamp(source)
+            if stamp is not None:
+                opened[source] = stamp
+    _cell_files[number] = opened
+
+
+def _module_source(value: Any) -> str | None:
+    """The source file of the module a value is, or that its function, class or type comes from."""
+    if isinstance(value, types.ModuleType):
+        module: Any = value
+    else:
+        owner = value if isinstance(value, type | types.FunctionType) else type(value)
+        name = getattr(owner, "__module__", None)
+        module = sys.modules.get(name) if isinstance(name, str) else None
+    file = getattr(module, "__dict__", {}).get("__file__")
+    return _normalized(file) if isinstance(file, str) else None

@@ -24,33 +24,18 @@ from warmkernel import __version__
 from warmkernel.client import ToolOutcome, call_tool, connect, locate
 from warmkernel.config import Settings, load_summarizers
 from warmkernel.daemon import Descriptor, find_session, live_descriptors, start_daemon, stop_session
-from warmkernel.errors import WarmkernelError
+from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 from warmkernel.http_transport import Endpoint, check_bind, new_token
 from warmkernel.scaffold import SNIPPETS, init_project
 from warmkernel.server import Face, run_server
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4
-_STATE_EXIT = {"completed": EXIT_OK, "error": EXIT_ERROR, "running": EXIT_RUNNING}
-_USAGE_CODES = {
-    "invalid_arguments",
-    "invalid_directive",
-    "invalid_stream",
-    "invalid_line_range",
-    "invalid_max_chars",
-    "invalid_context",
-    "invalid_query",
-    "invalid_timeout",
-    "invalid_limit",
-    "execution_not_found",
-    "session_not_found",
-    "ambiguous_session",
-    "workspace_config_failed",
-    "invalid_config",
-    "invalid_name",
-    "variable_not_found",
-    "notebook_not_found",
-    "invalid_notebook",
+_STATE_EXIT = {
+    "completed": EXIT_OK,
+    "error": EXIT_ERROR,
+    "running": EXIT_RUNNING,
+    "awaiting_input": EXIT_RUNNING,
 }
 
 EXAMPLES = """\
@@ -366,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
         else:
             print(f"warmkernel: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code in _USAGE_CODES else EXIT_ERROR
+        return EXIT_USAGE if exc.code in CALLER_MISTAKES else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
 
@@ -587,7 +572,7 @@ def _exit_status(verb: str, outcome: ToolOutcome) -> int:
     if outcome.error_code is not None:
         if outcome.error_code == "busy":
             return EXIT_RUNNING
-        return EXIT_USAGE if outcome.error_code in _USAGE_CODES else EXIT_ERROR
+        return EXIT_USAGE if outcome.error_code in CALLER_MISTAKES else EXIT_ERROR
     if verb not in ("run", "wait", "show", "nb run"):
         return EXIT_OK
     return _STATE_EXIT.get(outcome.data.get("state", ""), EXIT_STOPPED)

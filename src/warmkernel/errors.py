@@ -49,6 +49,30 @@ ErrorCode = Literal[
     "internal_error",
 ]
 
+CALLER_MISTAKES: frozenset[ErrorCode] = frozenset(
+    {
+        "invalid_arguments",
+        "invalid_directive",
+        "invalid_stream",
+        "invalid_line_range",
+        "invalid_max_chars",
+        "invalid_context",
+        "invalid_query",
+        "invalid_timeout",
+        "invalid_limit",
+        "execution_not_found",
+        "invalid_name",
+        "variable_not_found",
+        "notebook_not_found",
+        "invalid_notebook",
+        "workspace_config_failed",
+        "invalid_config",
+        "session_not_found",
+        "ambiguous_session",
+    }
+)
+"""Codes that mean the request or the configuration must change (the CLI exits with 2)."""
+
 
 class WarmkernelError(Exception):
     """A failure reported to the caller as `<code>: <message>`."""

@@ -288,3 +288,11 @@ def test_bad_summarizer_config_stops_the_server_with_a_clear_code(cli: Cli) -> N
     done = cli("mcp")
     assert done.returncode == 2
     assert "invalid_config" in done.stderr and "warmkernel.toml" in done.stderr
+
+
+def test_run_waiting_for_input_exits_3_like_a_running_cell(daemon_cli: Cli) -> None:
+    done = daemon_cli("run", "answer = input('name? ')")
+    assert done.returncode == 3
+    assert "name?" in done.stdout
+    assert daemon_cli("interrupt").stdout.startswith("interrupt_sent")
+    assert daemon_cli("wait", "--timeout", "30").returncode == 4

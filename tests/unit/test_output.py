@@ -386,14 +386,14 @@ def test_a_line_range_read_costs_what_it_returns_not_what_the_stream_holds(tmp_p
         log.append("stdout", "".join(f"line {i}\n" for i in range(start, start + 50_000)))
     log.close()
     read: list[int] = []
-    original = output_module._FileBody.read
+    original = output_module.FileBody.read
 
-    def counted(body: output_module._FileBody, start: int, stop: int) -> bytes | bytearray:
+    def counted(body: output_module.FileBody, start: int, stop: int) -> bytes | bytearray:
         data = original(body, start, stop)
         read.append(len(data))
         return data
 
-    with patch.object(output_module._FileBody, "read", counted):
+    with patch.object(output_module.FileBody, "read", counted):
         assert log.lines("stdout", 150_000, 150_020) == [f"line {i}" for i in range(150_000, 150_020)]
         assert log.last_lines("combined", 10) == [f"line {i}" for i in range(299_990, 300_000)]
     # Two marks' worth to find each range's ends, plus the lines returned.

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The output log's spill file: written once here, read through a fresh descriptor each time.
-from warmkernel.execution.output import OutputDropped, Spill, _FileBody
+from warmkernel.execution.output import FileBody, OutputDropped, Spill
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 """The formats delivered as images, in the order one is chosen from a bundle holding several."""
@@ -168,7 +168,7 @@ class ImageStore:
     def __init__(self, spill: Spill | None = None) -> None:
         self._spill = spill
         self._images: list[StoredImage] = []
-        self._bodies: list[bytes | _FileBody] = []
+        self._bodies: list[bytes | FileBody] = []
         self._in_memory = 0
         self._dropped = False
 
@@ -179,7 +179,7 @@ class ImageStore:
         stored = StoredImage(len(self._images) + 1, image.mime, len(image.data), image.width, image.height)
         spill = self._spill
         if spill is not None and self._in_memory + stored.size > spill.threshold_bytes:
-            body = _FileBody(spill.directory, f"image-{stored.ordinal}-")
+            body = FileBody(spill.directory, f"image-{stored.ordinal}-")
             body.write(image.data)
             body.close()
             self._bodies.append(body)
@@ -216,7 +216,7 @@ class ImageStore:
         self._dropped = True
         freed = 0
         for stored, body in zip(self._images, self._bodies, strict=True):
-            if isinstance(body, _FileBody):
+            if isinstance(body, FileBody):
                 body.remove()
                 freed += stored.size
         self._bodies = []

@@ -127,7 +127,7 @@ class _MemoryBody:
         return self.data[start:stop]
 
 
-class _FileBody:
+class FileBody:
     """A stream's text in its spill file: written through one descriptor, read through fresh ones.
 
     Opening per read means a worker thread never holds a descriptor that `remove` could close
@@ -180,7 +180,7 @@ class _LineStore:
     __slots__ = ("_body", "_chars", "_extent", "_mark_lines", "_mark_offsets")
 
     def __init__(self) -> None:
-        self._body: _MemoryBody | _FileBody | None = _MemoryBody()
+        self._body: _MemoryBody | FileBody | None = _MemoryBody()
         self._mark_lines = array("Q", [0])
         self._mark_offsets = array("Q", [0])
         self._extent = (0, 0)
@@ -199,7 +199,7 @@ class _LineStore:
 
     @property
     def on_disk(self) -> bool:
-        return isinstance(self._body, _FileBody)
+        return isinstance(self._body, FileBody)
 
     def append(self, blob: bytes, lo: int, hi: int, lines: int, chars: int) -> None:
         """Store `lines` whole lines: `blob[lo:hi]`, their UTF-8 text with every `\\n`."""
@@ -234,20 +234,20 @@ class _LineStore:
         """Move the text to a new spill file; returns the bytes written."""
         memory = self._body
         assert isinstance(memory, _MemoryBody), "only text in memory moves to disk"
-        body = _FileBody(directory, prefix)
+        body = FileBody(directory, prefix)
         body.write(memory.data)
         # Readers that took the memory body keep it; nothing changes it any more.
         self._body = body
         return len(memory.data)
 
     def close(self) -> None:
-        if isinstance(self._body, _FileBody):
+        if isinstance(self._body, FileBody):
             self._body.close()
 
     def drop(self) -> int:
         """Throw the text away (counts and marks stay); returns the disk bytes freed."""
         body, self._body = self._body, None
-        if isinstance(body, _FileBody):
+        if isinstance(body, FileBody):
             body.remove()
             return self.size()
         return 0

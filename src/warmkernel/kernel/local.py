@@ -19,7 +19,7 @@ from warmkernel.kernel.launch import RuntimeRoot, prepare_launch
 from warmkernel.types import Generation
 
 START_TIMEOUT_S = 60.0
-_HANDSHAKE_RETRY_S = 0.2  # as jupyter_client waits between kernel_info requests
+_IOPUB_JOIN_WAIT_S = 0.2  # as jupyter_client waits for IOPub after a kernel_info reply
 _LOG_TAIL_LINES = 20
 
 
@@ -123,23 +123,32 @@ class LocalKernel:
             self.exited.set()
 
     async def _handshake(self) -> None:
-        # A SUB socket misses what was published before it joined, so ask again until the
-        # kernel's status reaches IOPub (the same dance as jupyter_client's wait_for_ready).
-        waiter = _Handshake()
+        # One kernel_info request at a time: a request that reaches ipykernel 7 while it sends
+        # a reply could go unread (ipykernel#1554), so the next one waits for the last reply.
+        # A SUB socket misses what was published before it joined, so ask again until one
+        # request's status reaches IOPub (as jupyter_client's wait_for_ready does).
+        answered = False
         with anyio.move_on_after(START_TIMEOUT_S) as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._fail_on_exit, tg)
-                while not (waiter.reply.is_set() and waiter.iopub.is_set()):
-                    msg_id = self.channel.kernel_info(waiter)
-                    with anyio.move_on_after(_HANDSHAKE_RETRY_S):
-                        await waiter.reply.wait()
-                        await waiter.iopub.wait()
-                    self.channel.forget(msg_id)
+                while True:
+                    probe = _Handshake()
+                    msg_id = self.channel.kernel_info(probe)
+                    try:
+                        await probe.reply.wait()
+                        answered = True
+                        with anyio.move_on_after(_IOPUB_JOIN_WAIT_S):
+                            await probe.iopub.wait()
+                    finally:
+                        self.channel.forget(msg_id)
+                    if probe.iopub.is_set():
+                        break
                 tg.cancel_scope.cancel()
         if deadline.cancelled_caught:
+            missing = "nothing reached IOPub" if answered else "no kernel_info reply"
             raise WarmkernelError(
                 "kernel_start_failed",
-                f"the kernel did not answer within {START_TIMEOUT_S:.0f} s\n{self.log_tail()}",
+                f"the kernel did not answer within {START_TIMEOUT_S:.0f} s ({missing})\n{self.log_tail()}",
             )
 
     async def _fail_on_exit(self, tg: anyio.abc.TaskGroup) -> None:

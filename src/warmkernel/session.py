@@ -8,7 +8,6 @@ also across resets and kernel deaths. Records outlive the kernel that ran them.
 from __future__ import annotations
 
 import logging
-import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from warmkernel.execution.output import OutputLog, Spill
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, InputPrompt, WaitEnd
 from warmkernel.kernel import helper
+from warmkernel.kernel.base import Kernel, KernelLauncher
 from warmkernel.kernel.channel import (
     ClearOutput,
     Display,
@@ -42,8 +42,8 @@ from warmkernel.kernel.channel import (
     Stream,
 )
 from warmkernel.kernel.helper import Summary, VariableListing
-from warmkernel.kernel.launch import RuntimeRoot, check_interpreter
-from warmkernel.kernel.local import LocalKernel
+from warmkernel.kernel.launch import RuntimeRoot
+from warmkernel.kernel.local import LocalLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
     NotebookRun,
@@ -94,7 +94,7 @@ class KernelInfo:
 class _ExecutionTracker:
     """The inbox of one execute request: turns kernel events into the record's output and state."""
 
-    def __init__(self, session: Session, record: ExecutionRecord, kernel: LocalKernel) -> None:
+    def __init__(self, session: Session, record: ExecutionRecord, kernel: Kernel) -> None:
         self.session = session
         self.record = record
         self.kernel = kernel
@@ -202,15 +202,23 @@ def _state_of(reply: Reply, interrupt_requested: bool) -> ExecutionState:
 class Session:
     """One kernel per session, and every execution it was asked to run."""
 
-    def __init__(self, settings: Settings, workspace: Workspace, root: RuntimeRoot, tg: anyio.abc.TaskGroup):
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        root: RuntimeRoot,
+        tg: anyio.abc.TaskGroup,
+        launcher: KernelLauncher,
+    ):
         self.settings = settings
         self.workspace = workspace
         self._root = root
         self._tg = tg
+        self._launcher = launcher
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
         self._running: _ExecutionTracker | None = None
         self._generation = Generation(0)
-        self._kernel: LocalKernel | None = None
+        self._kernel: Kernel | None = None
         self._start_error: WarmkernelError | None = None
         self._ready = anyio.Event()
         self._reset_lock = anyio.Lock()
@@ -233,7 +241,8 @@ class Session:
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:
-                session = cls(settings, workspace, root, tg)
+                launcher = LocalLauncher(tg, root, settings.python, workspace.path)
+                session = cls(settings, workspace, root, tg, launcher)
                 session._begin_kernel_start()
                 try:
                     yield session
@@ -258,10 +267,7 @@ class Session:
 
     async def _start_kernel(self, generation: Generation, ready: anyio.Event) -> None:
         try:
-            python = self.settings.python
-            if python != sys.executable:
-                await anyio.to_thread.run_sync(check_interpreter, python)
-            kernel = await LocalKernel.start(self._tg, self._root, python, self.workspace.path, generation)
+            kernel = await self._launcher.start(generation)
             # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
             await kernel.run_silently(f"get_ipython().execution_count = {len(self._records) + 1}")
             installed = await kernel.run_silently(helper.install_code(self.settings.summarizers))
@@ -282,7 +288,7 @@ class Session:
         finally:
             ready.set()
 
-    async def _watch_exit(self, kernel: LocalKernel) -> None:
+    async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()
         if kernel.killed_on_purpose:
             return
@@ -297,7 +303,7 @@ class Session:
         )
         self._begin_kernel_start()
 
-    async def kernel(self) -> LocalKernel:
+    async def kernel(self) -> Kernel:
         """The current kernel, once it is ready; `kernel_start_failed` if it could not start."""
         while True:
             ready = self._ready
@@ -328,6 +334,7 @@ class Session:
             self._running.finish(ExecutionState.KILLED, reason="the server shut down")
         if self._kernel is not None:
             await self._kernel.kill()
+        await self._launcher.aclose()
 
     # -- executions ---------------------------------------------------------------------
 
@@ -484,7 +491,7 @@ class Session:
             return await self._evaluate_silently(kernel, expression, "inspection")
 
     async def _evaluate_silently(
-        self, kernel: LocalKernel, expression: str, what: str, code: str = ""
+        self, kernel: Kernel, expression: str, what: str, code: str = ""
     ) -> ExpressionValue:
         """Run `code`, then evaluate `expression`, leaving no trace; stopped past the inspection budget."""
         budget_s = self.settings.inspect_timeout_s
@@ -570,7 +577,7 @@ class Session:
         assert self._notebook is not None, "notebook cells run only in a bound session"
         return self._notebook
 
-    async def _begin_cell(self, kernel: LocalKernel, cell: NotebookCell, number: ExecutionNumber) -> str:
+    async def _begin_cell(self, kernel: Kernel, cell: NotebookCell, number: ExecutionNumber) -> str:
         """Tell the kernel-side notebook helper (loaded on first use) that `cell` runs next."""
         code, expression = self._bound().begin_request(cell, number)
         return _notebook_answer(

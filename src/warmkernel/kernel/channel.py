@@ -1,21 +1,24 @@
 """The one router between a kernel's sockets and the requests waiting on them.
 
 Each Jupyter message is parsed here, exactly once, into a typed event; nothing past this
-module indexes `msg["content"]`. One reader per channel (shell, IOPub, stdin) routes every
-event to the inbox registered for its parent msg_id; events for unknown parents are logged and
-dropped, so the wrong waiter never swallows a message.
+module indexes `msg["content"]`. A transport (the kernel's ZeroMQ sockets, or a Jupyter
+server's websocket) hands over every message with its channel name; the router delivers it to
+the inbox registered for its parent msg_id. Events for unknown parents are logged and dropped,
+so the wrong waiter never swallows a message.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.abc
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
+from jupyter_client.session import Session as JupyterSession
 
 from warmkernel.types import MsgId
 
@@ -164,37 +167,85 @@ def parse_reply(msg: Mapping[str, Any]) -> Reply:
     )
 
 
-class KernelChannel:
-    """Sends requests to one kernel and routes what comes back by parent msg_id."""
+Route = Callable[[str, Mapping[str, Any]], None]
+"""Takes one message and the name of the channel it came on: `shell`, `iopub` or `stdin`."""
+
+
+class Transport(Protocol):
+    """How Jupyter messages reach one kernel and come back: ZeroMQ sockets, or a server's websocket."""
+
+    async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Deliver every incoming message to `route` until cancelled; started once connected."""
+        ...
+
+    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None: ...
+
+
+class ZmqTransport:
+    """The kernel's own sockets, as named in its connection file (jupyter_client's channels)."""
 
     def __init__(self, connection_info: Mapping[str, Any]) -> None:
         self._client = AsyncKernelClient()
         self._client.load_connection_info(dict(connection_info))  # pyright: ignore[reportArgumentType]
-        self._inboxes: dict[MsgId, Inbox] = {}
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read the three channels until cancelled."""
+    async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         self._client.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=False)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._read, self._client.shell_channel, parse_reply)
-                tg.start_soon(self._read, self._client.iopub_channel, parse_iopub)
-                tg.start_soon(self._read, self._client.stdin_channel, parse_stdin)
+                for name, channel in (
+                    ("shell", self._client.shell_channel),
+                    ("iopub", self._client.iopub_channel),
+                    ("stdin", self._client.stdin_channel),
+                ):
+                    tg.start_soon(self._read, name, channel, route)
                 task_status.started()
         finally:
             self._client.stop_channels()
 
-    async def _read(self, channel: AsyncZMQSocketChannel, parse: Any) -> None:
+    @staticmethod
+    async def _read(name: str, channel: AsyncZMQSocketChannel, route: Route) -> None:
         while True:
-            msg = await channel.get_msg()
-            parent = MsgId(msg.get("parent_header", {}).get("msg_id", ""))
-            inbox = self._inboxes.get(parent)
-            if inbox is None:
-                log.debug("dropping %s for unknown parent %r", msg["header"]["msg_type"], parent)
-                continue
-            event = parse(msg)
-            if event is not None:
-                inbox.deliver(event)
+            route(name, await channel.get_msg())
+
+    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None:
+        target = self._client.shell_channel if channel == "shell" else self._client.stdin_channel
+        target.send(msg)
+
+
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], Event | None]] = {
+    "shell": parse_reply,
+    "iopub": parse_iopub,
+    "stdin": parse_stdin,
+}
+
+
+class KernelChannel:
+    """Sends requests to one kernel and routes what comes back by parent msg_id."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._messages = JupyterSession()  # builds headers; the transport signs or serializes
+        self._inboxes: dict[MsgId, Inbox] = {}
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Route what the kernel sends until cancelled."""
+        await self._transport.run(self._route, task_status=task_status)
+
+    def _route(self, channel: str, msg: Mapping[str, Any]) -> None:
+        parent = MsgId((msg.get("parent_header") or {}).get("msg_id", ""))
+        inbox = self._inboxes.get(parent)
+        parse = _PARSERS.get(channel)
+        if inbox is None or parse is None:
+            log.debug("dropping %s on %s for unknown parent %r", msg["header"]["msg_type"], channel, parent)
+            return
+        event = parse(msg)
+        if event is not None:
+            inbox.deliver(event)
+
+    def _send(self, channel: Literal["shell", "stdin"], msg_type: str, content: dict[str, Any]) -> MsgId:
+        msg = self._messages.msg(msg_type, content)
+        self._transport.send(channel, msg)
+        return MsgId(msg["header"]["msg_id"])
 
     def execute(
         self,
@@ -212,25 +263,27 @@ class KernelChannel:
         `allow_stdin`, `input()` fails at once; with it, the inbox gets an `InputRequest` and
         the code waits for `input()` below.
         """
-        msg_id = MsgId(
-            self._client.execute(
-                code,
-                silent=silent,
-                store_history=not silent,
-                user_expressions=dict(user_expressions or {}),
-                allow_stdin=allow_stdin,
-                stop_on_error=False,
-            )
+        msg_id = self._send(
+            "shell",
+            "execute_request",
+            {
+                "code": code,
+                "silent": silent,
+                "store_history": not silent,
+                "user_expressions": dict(user_expressions or {}),
+                "allow_stdin": allow_stdin,
+                "stop_on_error": False,
+            },
         )
         self._inboxes[msg_id] = inbox
         return msg_id
 
     def input(self, text: str) -> None:
         """Answer the kernel's pending input_request (there is at most one: the kernel blocks on it)."""
-        self._client.input(text)
+        self._send("stdin", "input_reply", {"value": text})
 
     def kernel_info(self, inbox: Inbox) -> MsgId:
-        msg_id = MsgId(self._client.kernel_info())
+        msg_id = self._send("shell", "kernel_info_request", {})
         self._inboxes[msg_id] = inbox
         return msg_id
 

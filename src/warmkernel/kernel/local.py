@@ -1,4 +1,4 @@
-"""One local kernel process: started, watched for exit, interrupted, killed with its whole tree."""
+"""Local kernel processes: started, watched for exit, interrupted, killed with their whole tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+import sys
 from pathlib import Path
 
 import anyio
@@ -14,61 +14,25 @@ import anyio.abc
 import psutil
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.kernel.channel import Event, KernelChannel, Reply, Status
-from warmkernel.kernel.launch import RuntimeRoot, prepare_launch
+from warmkernel.kernel.base import Kernel
+from warmkernel.kernel.channel import KernelChannel, ZmqTransport
+from warmkernel.kernel.launch import RuntimeRoot, check_interpreter, prepare_launch
 from warmkernel.types import Generation
 
-START_TIMEOUT_S = 60.0
-_IOPUB_JOIN_WAIT_S = 0.2  # as jupyter_client waits for IOPub after a kernel_info reply
 _LOG_TAIL_LINES = 20
 
 
-class _SilentRun:
-    """Waits for a silent request's reply and the idle that follows it."""
-
-    def __init__(self) -> None:
-        self.reply: Reply | None = None
-        self.idle = anyio.Event()
-        self.replied = anyio.Event()
-
-    def deliver(self, event: Event) -> None:
-        if isinstance(event, Reply):
-            self.reply = event
-            self.replied.set()
-        elif isinstance(event, Status) and event.state == "idle":
-            self.idle.set()
-
-
-class _Handshake:
-    """Collects the kernel_info reply and proof that IOPub is subscribed."""
-
-    def __init__(self) -> None:
-        self.reply = anyio.Event()
-        self.iopub = anyio.Event()
-
-    def deliver(self, event: Event) -> None:
-        if isinstance(event, Reply):
-            self.reply.set()
-        elif isinstance(event, Status):
-            self.iopub.set()
-
-
-class LocalKernel:
+class LocalKernel(Kernel):
     """A kernel process started by this server, with its router and exit watcher."""
 
     def __init__(
         self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path, connection_file: Path
     ) -> None:
-        self.generation = generation
-        self.pid = pid
-        self.channel = channel
+        super().__init__(generation, channel)
+        self._pid = pid
+        self._connection_file = connection_file
         self.log_file = log_file
-        self.connection_file = connection_file
-        """0600, in the private runtime root: `jupyter console --existing FILE` attaches to this kernel."""
-        self.exited = anyio.Event()
         self.returncode: int | None = None
-        self.killed_on_purpose = False
-        self._scope = anyio.CancelScope()
 
     @classmethod
     async def start(
@@ -89,9 +53,8 @@ class LocalKernel:
                 )
             except OSError as exc:
                 raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
-        kernel = cls(
-            generation, process.pid, KernelChannel(spec.connection_info), spec.log_file, spec.connection_file
-        )
+        channel = KernelChannel(ZmqTransport(spec.connection_info))
+        kernel = cls(generation, process.pid, channel, spec.log_file, spec.connection_file)
         await tg.start(kernel._supervise, process)
         try:
             await kernel._handshake()
@@ -122,43 +85,15 @@ class LocalKernel:
                 self.returncode = await process.wait()
             self.exited.set()
 
-    async def _handshake(self) -> None:
-        # One kernel_info request at a time: a request that reaches ipykernel 7 while it sends
-        # a reply could go unread (ipykernel#1554), so the next one waits for the last reply.
-        # A SUB socket misses what was published before it joined, so ask again until one
-        # request's status reaches IOPub (as jupyter_client's wait_for_ready does).
-        answered = False
-        with anyio.move_on_after(START_TIMEOUT_S) as deadline:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._fail_on_exit, tg)
-                while True:
-                    probe = _Handshake()
-                    msg_id = self.channel.kernel_info(probe)
-                    try:
-                        await probe.reply.wait()
-                        answered = True
-                        with anyio.move_on_after(_IOPUB_JOIN_WAIT_S):
-                            await probe.iopub.wait()
-                    finally:
-                        self.channel.forget(msg_id)
-                    if probe.iopub.is_set():
-                        break
-                tg.cancel_scope.cancel()
-        if deadline.cancelled_caught:
-            missing = "nothing reached IOPub" if answered else "no kernel_info reply"
-            raise WarmkernelError(
-                "kernel_start_failed",
-                f"the kernel did not answer within {START_TIMEOUT_S:.0f} s ({missing})\n{self.log_tail()}",
-            )
+    @property
+    def pid(self) -> int:
+        return self._pid
 
-    async def _fail_on_exit(self, tg: anyio.abc.TaskGroup) -> None:
-        await self.exited.wait()
-        raise WarmkernelError(
-            "kernel_start_failed", f"the kernel exited during start ({self.exit_reason()})\n{self.log_tail()}"
-        )
+    @property
+    def connection_file(self) -> Path:
+        return self._connection_file
 
     def exit_reason(self) -> str:
-        """'exit code 3' or 'signal SIGKILL', for a kernel that has exited."""
         code = self.returncode
         if code is None:
             return "still running"
@@ -169,46 +104,12 @@ class LocalKernel:
                 return f"signal {-code}"
         return f"exit code {code}"
 
-    def log_tail(self) -> str:
+    def start_failure_detail(self) -> str:
         try:
             lines = self.log_file.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
         except OSError:
             return "(no kernel log)"
         return "kernel log (last lines):\n" + "\n".join(lines) if lines else "(the kernel log is empty)"
-
-    async def run_silently(
-        self,
-        code: str,
-        *,
-        user_expressions: Mapping[str, str] | None = None,
-        interrupt_after_s: float | None = None,
-    ) -> Reply | None:
-        """Run code that leaves no record, history entry or execution count behind.
-
-        None if the kernel exited before replying. Past `interrupt_after_s` the kernel gets one
-        SIGINT and the reply is still awaited: the code is stopped, not abandoned while it runs.
-        """
-        waiter = _SilentRun()
-        msg_id = self.channel.execute(code, waiter, silent=True, user_expressions=user_expressions)
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
-                if interrupt_after_s is not None:
-                    tg.start_soon(self._interrupt_after, interrupt_after_s)
-                await waiter.replied.wait()
-                await waiter.idle.wait()
-                tg.cancel_scope.cancel()
-        finally:
-            self.channel.forget(msg_id)
-        return waiter.reply
-
-    async def _cancel_on_exit(self, scope: anyio.CancelScope) -> None:
-        await self.exited.wait()
-        scope.cancel()
-
-    async def _interrupt_after(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-        self.interrupt()
 
     def interrupt(self) -> None:
         """SIGINT to the kernel process, as Ctrl-C in a terminal would send."""
@@ -223,9 +124,23 @@ class LocalKernel:
             await self.exited.wait()
         self.stop()
 
-    def stop(self) -> None:
-        """Stop routing messages of this kernel (after it has exited)."""
-        self._scope.cancel()
+
+class LocalLauncher:
+    """Starts each kernel as a child process of this server, in the workspace."""
+
+    def __init__(self, tg: anyio.abc.TaskGroup, root: RuntimeRoot, python: str, cwd: Path) -> None:
+        self._tg = tg
+        self._root = root
+        self.python = python
+        self._cwd = cwd
+
+    async def start(self, generation: Generation) -> LocalKernel:
+        if self.python != sys.executable:
+            await anyio.to_thread.run_sync(check_interpreter, self.python)
+        return await LocalKernel.start(self._tg, self._root, self.python, self._cwd, generation)
+
+    async def aclose(self) -> None:
+        pass
 
 
 def kill_process_tree(pid: int) -> None:

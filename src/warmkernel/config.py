@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +51,14 @@ class Settings:
     """Larger images are not shown inline; they are named with the call that reads them."""
     progress_interval_s: float = 5.0
     """While a tool waits for a cell, a progress notification goes out this often (if the client asked)."""
+    spare_kernels: int = 0
+    """Fresh local kernels kept started in the background, so a reset swaps one in at once."""
+    jupyter_url: str | None = None
+    """A Jupyter Server or (Enterprise) Kernel Gateway that runs the kernel instead of this machine."""
+    jupyter_token: str | None = field(default=None, repr=False)
+    """The token of `jupyter_url` (sent as `Authorization: token …`)."""
+    kernel_name: str = "python3"
+    """The kernelspec the Jupyter server starts."""
 
 
 _SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")

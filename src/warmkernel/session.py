@@ -199,6 +199,13 @@ def _state_of(reply: Reply, interrupt_requested: bool) -> ExecutionState:
     return ExecutionState.ERROR
 
 
+def _launcher(
+    settings: Settings, workspace: Workspace, root: RuntimeRoot, tg: anyio.abc.TaskGroup
+) -> KernelLauncher:
+    """Where this session's kernels run, as the settings ask."""
+    return LocalLauncher(tg, root, settings.python, workspace.path)
+
+
 class Session:
     """One kernel per session, and every execution it was asked to run."""
 
@@ -241,8 +248,7 @@ class Session:
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:
-                launcher = LocalLauncher(tg, root, settings.python, workspace.path)
-                session = cls(settings, workspace, root, tg, launcher)
+                session = cls(settings, workspace, root, tg, _launcher(settings, workspace, root, tg))
                 session._begin_kernel_start()
                 try:
                     yield session

@@ -59,6 +59,9 @@ class Settings:
     """The token of `jupyter_url` (sent as `Authorization: token …`)."""
     kernel_name: str = "python3"
     """The kernelspec the Jupyter server starts."""
+    jupyter_notebook: str | None = None
+    """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
+    IDE opening the notebook there attaches to it."""
 
 
 _SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")

@@ -25,7 +25,9 @@ from warmkernel.client import ToolOutcome, call_tool, connect, locate
 from warmkernel.config import Settings, load_summarizers
 from warmkernel.daemon import Descriptor, find_session, live_descriptors, start_daemon, stop_session
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
+from warmkernel.execution.directive import parse_directives
 from warmkernel.http_transport import Endpoint, check_bind, new_token
+from warmkernel.jupyter_host import check_available
 from warmkernel.scaffold import SNIPPETS, init_project
 from warmkernel.server import Face, run_server
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
@@ -48,6 +50,7 @@ examples:
   warmkernel nb status analysis.ipynb   which notebook cells are stale, and why
   warmkernel nb run analysis.ipynb      re-run exactly the stale cells
   warmkernel start analysis.ipynb       a daemon whose kernel has run the notebook's cells
+  warmkernel start --serve              the same, on a Jupyter Server JupyterLab or VS Code attaches to
   warmkernel inspect df                 a typed summary of df, without running a cell
   warmkernel mcp                        serve the tools over stdio (what MCP hosts launch)
   warmkernel serve --port 8801          serve the tools over Streamable HTTP
@@ -68,6 +71,17 @@ class _KernelOption:
     metavar: str | None = None
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
+
+
+def _count(text: str) -> int:
+    """A whole number of things, 0 or more (argparse exits with status 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 _KERNEL_OPTIONS = (
@@ -113,7 +127,23 @@ _KERNEL_OPTIONS = (
         "BYTES",
         int,
     ),
+    _KernelOption(
+        "--spare-kernels",
+        "spare_kernels",
+        "fresh kernels kept started in the background, so that a reset swaps one in at once "
+        "(a spare started before a package was installed is replaced)",
+        "N",
+        _count,
+    ),
+    _KernelOption(
+        "--jupyter-url",
+        "jupyter_url",
+        "create the kernel on this Jupyter Server, Kernel Gateway or Enterprise Gateway instead of locally",
+        "URL",
+    ),
+    _KernelOption("--kernel-name", "kernel_name", "kernelspec the Jupyter server starts", "NAME"),
 )
+_JUPYTER_TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 
 
 def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +166,13 @@ def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
         help="do not write the outputs of notebook cells back into the .ipynb",
     )
     group.add_argument(
+        "--jupyter-token",
+        metavar="TOKEN",
+        default=argparse.SUPPRESS,
+        help=f"token of --jupyter-url (default: ${_JUPYTER_TOKEN_VARIABLE}, which other users cannot "
+        "read in the process list, unlike a flag)",
+    )
+    group.add_argument(
         "--log-level",
         default="WARNING",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -144,15 +181,31 @@ def _add_kernel_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _kernel_flags(args: argparse.Namespace) -> list[str]:
-    """The kernel options given on this command line, to pass on to a daemon."""
-    flags = [item for option in _KERNEL_OPTIONS for item in (option.flag, str(getattr(args, option.field)))]
+    """The kernel options given on this command line, to pass on to a daemon (the token goes in
+    its environment: see `_kernel_environment`)."""
+    flags = [
+        item
+        for option in _KERNEL_OPTIONS
+        if getattr(args, option.field) is not None
+        for item in (option.flag, str(getattr(args, option.field)))
+    ]
     saving = [] if args.save_outputs else ["--no-save-outputs"]
     return [*flags, *saving, "--log-level", args.log_level]
 
 
+def _jupyter_token(args: argparse.Namespace) -> str | None:
+    return getattr(args, "jupyter_token", None) or os.environ.get(_JUPYTER_TOKEN_VARIABLE) or None
+
+
+def _kernel_environment(args: argparse.Namespace) -> dict[str, str]:
+    """What a daemon inherits beside the flags: the Jupyter token, kept out of its argv."""
+    token = _jupyter_token(args)
+    return {_JUPYTER_TOKEN_VARIABLE: token} if token else {}
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     fields = {option.field: getattr(args, option.field) for option in _KERNEL_OPTIONS}
-    return Settings(save_outputs=args.save_outputs, **fields)
+    return Settings(save_outputs=args.save_outputs, jupyter_token=_jupyter_token(args), **fields)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -284,9 +337,17 @@ def _parser() -> argparse.ArgumentParser:
         "start",
         "start a daemon session for this workspace (if none is live)",
         "Start a daemon session for this workspace (if none is live). With NB, bind its kernel to that "
-        "notebook and run every cell that is not fresh once, in order, continuing past errors.",
+        "notebook and run every cell that is not fresh once, in order, continuing past errors. With "
+        "--serve, the kernel runs on a Jupyter Server of the session's own (loopback, with a token), "
+        "and the URL to open in JupyterLab or VS Code is printed; `stop` ends both.",
     )
     start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
+    start.add_argument(
+        "--serve",
+        action="store_true",
+        help="run the kernel on a Jupyter Server this session owns, for JupyterLab or VS Code to attach "
+        "to (in NB's session when NB is given); needs warmkernel[serve]",
+    )
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
     )
@@ -328,6 +389,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--jupyter-server", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--jupyter-notebook", type=Path, help=argparse.SUPPRESS)
     _add_kernel_options(serve)
 
     init = verb(
@@ -374,6 +437,8 @@ def _serve(args: argparse.Namespace) -> int:
         check_bind(args.host, args.allowed_host)
         token = args.token or os.environ.get("WARMKERNEL_TOKEN") or new_token()
         face = Face("serve", Endpoint(args.host, args.port, args.path, token, tuple(args.allowed_host)))
+    if getattr(args, "jupyter_server", False):
+        face = replace(face, jupyter=True, jupyter_notebook=args.jupyter_notebook)
     settings = replace(_settings(args), summarizers=load_summarizers(workspace.path))
     anyio.run(_serve_until_signalled, settings, workspace, face)
     return EXIT_OK
@@ -381,6 +446,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _serve_until_signalled(settings: Settings, workspace: Workspace, face: Face) -> None:
     """Serve until stdin closes (stdio) or a signal asks us to stop; clean up either way."""
+    failure: WarmkernelError | None = None
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
@@ -390,8 +456,13 @@ async def _serve_until_signalled(settings: Settings, workspace: Workspace, face:
                     return
 
         tg.start_soon(stop_on_signal)
-        await run_server(settings, workspace, face)
+        try:
+            await run_server(settings, workspace, face)
+        except WarmkernelError as exc:
+            failure = exc  # raised as itself below, not inside the task group's ExceptionGroup
         tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 # -- verbs that need no session ---------------------------------------------------------------
@@ -412,17 +483,51 @@ def _sessions(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> int:
     descriptor = find_session(Path.cwd(), args.session)
     started = descriptor is None
+    serving = _serve_flags(args, descriptor) if args.serve else []
     if descriptor is None:
-        descriptor = start_daemon(Path.cwd(), _kernel_flags(args))
+        descriptor = start_daemon(Path.cwd(), [*_kernel_flags(args), *serving], _kernel_environment(args))
     outcome = anyio.run(_warm_start, args, descriptor) if args.notebook else None
     if args.json:
         run = {"run": outcome.data} if outcome is not None else {}
         print(json.dumps(vars(descriptor) | {"started": started} | run, indent=2))
     else:
         print(("started " if started else "already running: ") + descriptor.describe())
+        for line in _jupyter_lines(descriptor):
+            print(line)
         if outcome is not None:
             print(outcome.text, file=sys.stderr if outcome.error_code else sys.stdout)
     return _exit_status("nb run", outcome) if outcome is not None else EXIT_OK
+
+
+def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[str]:
+    """What tells a new daemon to own a Jupyter Server (`start --serve`); refused when that cannot be."""
+    check_available()
+    if getattr(args, "jupyter_url", None) is not None:
+        raise WarmkernelError(
+            "invalid_arguments", "--serve runs the kernel on a Jupyter Server of its own; drop --jupyter-url"
+        )
+    if running is not None and running.jupyter_url is None:
+        raise WarmkernelError(
+            "session_error",
+            f"session {running.id} already serves {running.workspace} without a Jupyter Server; "
+            "`warmkernel stop` it, then `warmkernel start --serve` again",
+        )
+    if args.notebook is None:
+        return ["--jupyter-server"]
+    if not Path(args.notebook).is_file():
+        raise WarmkernelError("notebook_not_found", f"{_notebook_path(args.notebook)} does not exist")
+    return ["--jupyter-server", "--jupyter-notebook", _notebook_path(args.notebook)]
+
+
+def _jupyter_lines(descriptor: Descriptor) -> list[str]:
+    """Where a person attaches to the session's kernel, when it runs on a Jupyter Server it owns."""
+    if descriptor.jupyter_url is None:
+        return []
+    lab = descriptor.jupyter_lab_url or "not installed here (`pip install jupyterlab`, then start again)"
+    return [
+        f"Jupyter Server: {descriptor.jupyter_url}  (VS Code: Connect to existing Jupyter Server)",
+        f"JupyterLab:     {lab}",
+    ]
 
 
 async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
@@ -483,11 +588,21 @@ def _source(args: argparse.Namespace) -> str:
     return args.code
 
 
+def _with_wait(source: str, timeout: float | None) -> str:
+    """`run --timeout S` is the cell's `--wait` directive, unless the cell has its own."""
+    try:
+        if timeout is None or parse_directives(source).wait_seconds is not None:
+            return source
+    except WarmkernelError:
+        return source  # the server reports the bad directive
+    return f"{source.rstrip(chr(10))}\n# warmkernel: --wait {timeout:g}"
+
+
 def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The tool and arguments a client verb stands for."""
     match args.verb:
         case "run":
-            return "run_python", {"freeform": _source(args)}
+            return "run_python", {"freeform": _with_wait(_source(args), args.timeout)}
         case "wait":
             return "wait_python", {"execution": args.execution, "timeout_seconds": args.timeout}
         case "status":
@@ -555,16 +670,14 @@ async def _client_verb(args: argparse.Namespace) -> int:
     live_line = tool == "run_python" and sys.stdout.isatty() and not args.json
     async with connect(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
         outcome = await call_tool(client, tool, arguments)
-        if tool == "run_python" and args.timeout is not None and outcome.data.get("state") == "running":
-            remaining = max(0.0, args.timeout - float(outcome.data.get("elapsed_s", 0)))
-            wait = {"execution": outcome.data["execution"], "timeout_seconds": remaining}
-            outcome = await call_tool(client, "wait_python", wait)
+    attach = args.verb == "status" and outcome.error_code is None
     if args.json:
-        print(json.dumps(outcome.data, indent=2))
+        where = {"jupyter_url": descriptor.jupyter_url, "jupyter_lab_url": descriptor.jupyter_lab_url}
+        print(json.dumps(outcome.data | (where if attach else {}), indent=2))
     elif outcome.error_code is not None:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
-        print(outcome.text)
+        print("\n".join([outcome.text, *(_jupyter_lines(descriptor) if attach else [])]))
     return _exit_status(f"nb {args.nb_verb}" if args.verb == "nb" else args.verb, outcome)
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -45,6 +46,10 @@ class Descriptor:
     public_url: str | None = None
     """For `serve`: the Streamable HTTP endpoint it serves to others, with `public_token`."""
     public_token: str | None = None
+    jupyter_url: str | None = None
+    """For `start --serve`: the owned Jupyter Server's URL with its token (what VS Code takes)."""
+    jupyter_lab_url: str | None = None
+    """For `start --serve` with JupyterLab installed: the page (of the notebook) to open in a browser."""
 
     def describe(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
@@ -144,8 +149,12 @@ def find_session(cwd: Path, session_id: str | None = None) -> Descriptor | None:
     return matching[0] if matching else None
 
 
-def start_daemon(workspace: Path, extra_args: list[str]) -> Descriptor:
+def start_daemon(
+    workspace: Path, extra_args: list[str], environment: Mapping[str, str] | None = None
+) -> Descriptor:
     """Start `warmkernel serve --daemon` detached in `workspace` and return its descriptor.
+
+    `environment` is added to ours for the daemon: secrets go there, never on its command line.
 
     The daemon writes its session id to an inherited pipe once its descriptor exists, so
     this waits on that pipe, not on the file system.
@@ -169,6 +178,7 @@ def start_daemon(workspace: Path, extra_args: list[str]) -> Descriptor:
             stdout=log,
             stderr=log,
             pass_fds=(write_fd,),
+            env={**os.environ, **(environment or {})},
             start_new_session=True,
         )
     os.close(write_fd)

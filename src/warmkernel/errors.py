@@ -10,6 +10,7 @@
                                         inspection_failed
       codes for the session's notebook: notebook_already_bound
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
+      codes for IDE attach:             serve_unavailable, jupyter_server_failed
       codes for finding a session:      session_not_found, ambiguous_session, session_error
       our own bug (logged with a trace): internal_error
 
@@ -42,6 +43,10 @@ ErrorCode = Literal[
     "inspection_failed",
     "workspace_config_failed",
     "python_not_usable",
+    "jupyter_server_unreachable",
+    "jupyter_server_refused",
+    "jupyter_server_failed",
+    "serve_unavailable",
     "invalid_config",
     "session_error",
     "session_not_found",

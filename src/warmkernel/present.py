@@ -451,17 +451,30 @@ def status_reply(
     latest: ExecutionRecord | None,
 ) -> Reply:
     resolution = workspace.resolution + (f" ({workspace.config_file})" if workspace.config_file else "")
+    place = kernel.place
     lines = [
         f"workspace: {workspace.path}",
         f"workspace resolution: {resolution}",
-        f"interpreter: {settings.python}",
+        f"interpreter: {settings.python}"
+        if settings.jupyter_url is None
+        else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
         f"kernel: {kernel.state}, generation {kernel.generation}"
-        + (f", pid {kernel.pid}" if kernel.pid is not None else ""),
+        + (f", pid {place.pid}" if place.pid is not None else "")
+        + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]
     if kernel.error:
         lines.append(f"kernel error: {kernel.error}")
-    if kernel.connection_file:
-        lines.append(f"connection file: {kernel.connection_file} (attach: jupyter console --existing FILE)")
+    if place.connection_file:
+        lines.append(f"connection file: {place.connection_file} (attach: jupyter console --existing FILE)")
+    if kernel.spare_kernels_ready is not None:
+        lines.append(f"spare kernels: {kernel.spare_kernels_ready} of {settings.spare_kernels} ready")
+    if place.cwd is not None:
+        lines.append(f"kernel working directory: {place.cwd} (the Jupyter server's choice, on its machine)")
+        if place.cwd != str(workspace.path):
+            lines.append(
+                "limits: the kernel sees the server's files, not this workspace's; notebook mode needs "
+                "the notebook at the same path on both sides"
+            )
     if running is not None:
         doing = "awaiting input after" if running.prompt is not None else "running for"
         lines.append(f"busy: execution {running.number} {doing} {duration(running.elapsed())}")
@@ -474,9 +487,13 @@ def status_reply(
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
         "kernel_state": kernel.state,
-        "kernel_pid": kernel.pid,
-        "connection_file": kernel.connection_file,
+        "kernel_pid": place.pid,
+        "connection_file": str(place.connection_file) if place.connection_file else None,
+        "kernel_server_url": place.server_url,
+        "kernel_id": place.kernel_id,
+        "kernel_cwd": place.cwd,
         "generation": kernel.generation,
+        "spare_kernels_ready": kernel.spare_kernels_ready,
         "busy": running is not None,
         "running_execution": running.number if running else None,
         "latest_execution": latest.number if latest else None,

@@ -11,13 +11,18 @@ import os
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import anyio
 
 from warmkernel.config import Settings
 from warmkernel.daemon import Descriptor, SessionKind, new_session_id, remove_descriptor, write_descriptor
+from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
+from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
 from warmkernel.mcp_server import serve_stdio
 from warmkernel.session import Session
 from warmkernel.workspace import Workspace
@@ -32,6 +37,10 @@ class Face:
     """The `serve` endpoint (host, port, path, token), when kind is `serve`."""
     ready_fd: int | None = None
     """A pipe to write the session id to once the descriptor exists (daemon start-up)."""
+    jupyter: bool = False
+    """Run the kernel on a Jupyter Server this process owns, for an IDE to attach to (`start --serve`)."""
+    jupyter_notebook: Path | None = None
+    """With `jupyter`: the notebook (inside the workspace) whose server session the kernel joins."""
 
 
 async def run_server(settings: Settings, workspace: Workspace, face: Face) -> None:
@@ -45,7 +54,11 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
             file=sys.stderr,
             flush=True,
         )
-    async with Session.open(settings, workspace) as session:
+    notebook = _jupyter_notebook(workspace, face.jupyter_notebook)
+    async with (
+        _ide_server(face, workspace) as jupyter,
+        Session.open(_on_server(settings, jupyter, notebook), workspace) as session,
+    ):
         local = Endpoint("127.0.0.1", 0, "/mcp", new_token())
         async with serve_http(session, bind(local.host, 0), local, structured=True) as endpoint:
             descriptor = Descriptor(
@@ -58,6 +71,8 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
                 started_at=time.time(),
                 public_url=_public_url(face.public, public_socket),
                 public_token=face.public.token if face.public else None,
+                jupyter_url=jupyter.server_url if jupyter else None,
+                jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
             )
             path = write_descriptor(descriptor)
             session.on_notebook_change = lambda notebook: write_descriptor(
@@ -83,3 +98,33 @@ def _public_url(public: Endpoint | None, sock: socket.socket | None) -> str | No
     if public is None or sock is None:
         return None
     return replace(public, port=sock.getsockname()[1]).url
+
+
+@asynccontextmanager
+async def _ide_server(face: Face, workspace: Workspace) -> AsyncIterator[JupyterHost | None]:
+    """The Jupyter Server the kernel runs on, when the face asks for one; it outlives the session."""
+    if not face.jupyter:
+        yield None
+        return
+    async with owned_jupyter_server(workspace.path) as jupyter:
+        yield jupyter
+
+
+def _on_server(settings: Settings, jupyter: JupyterHost | None, notebook: str | None) -> Settings:
+    if jupyter is None:
+        return settings
+    return replace(settings, jupyter_url=jupyter.url, jupyter_token=jupyter.token, jupyter_notebook=notebook)
+
+
+def _jupyter_notebook(workspace: Workspace, notebook: Path | None) -> str | None:
+    """The notebook as the Jupyter Server names it: relative to the workspace, its root."""
+    if notebook is None:
+        return None
+    path = notebook.resolve()
+    if not path.is_relative_to(workspace.path):
+        raise WarmkernelError(
+            "invalid_notebook",
+            f"{path} is outside the workspace {workspace.path}; the Jupyter server serves only "
+            "files inside it",
+        )
+    return path.relative_to(workspace.path).as_posix()

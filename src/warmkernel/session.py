@@ -11,7 +11,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from warmkernel.execution.output import OutputLog, Spill
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, InputPrompt, WaitEnd
 from warmkernel.kernel import helper
-from warmkernel.kernel.base import Kernel, KernelLauncher
+from warmkernel.kernel.base import Kernel, KernelLauncher, KernelPlace
 from warmkernel.kernel.channel import (
     ClearOutput,
     Display,
@@ -44,6 +44,8 @@ from warmkernel.kernel.channel import (
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
+from warmkernel.kernel.remote import RemoteLauncher
+from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
     NotebookRun,
@@ -84,11 +86,12 @@ class KernelInfo:
     """What python_status reports about the current kernel."""
 
     generation: Generation
-    pid: int | None
     state: str
     """`starting`, `ready` or `failed`."""
     error: str = ""
-    connection_file: str | None = None
+    place: KernelPlace = field(default_factory=KernelPlace)
+    spare_kernels_ready: int | None = None
+    """Spare kernels started and waiting for a reset; None when the session keeps none."""
 
 
 class _ExecutionTracker:
@@ -203,6 +206,10 @@ def _launcher(
     settings: Settings, workspace: Workspace, root: RuntimeRoot, tg: anyio.abc.TaskGroup
 ) -> KernelLauncher:
     """Where this session's kernels run, as the settings ask."""
+    if settings.jupyter_url is not None:
+        return RemoteLauncher(tg, settings)
+    if settings.spare_kernels > 0:
+        return SpareLauncher(tg, root, settings.python, workspace.path, settings.spare_kernels)
     return LocalLauncher(tg, root, settings.python, workspace.path)
 
 
@@ -322,13 +329,14 @@ class Session:
         return self._kernel
 
     def kernel_info(self) -> KernelInfo:
+        spares = self._launcher.ready if isinstance(self._launcher, SpareLauncher) else None
         if self._start_error is not None:
-            return KernelInfo(self._generation, None, "failed", self._start_error.message)
+            return KernelInfo(
+                self._generation, "failed", self._start_error.message, spare_kernels_ready=spares
+            )
         if self._kernel is None:
-            return KernelInfo(self._generation, None, "starting")
-        return KernelInfo(
-            self._generation, self._kernel.pid, "ready", connection_file=str(self._kernel.connection_file)
-        )
+            return KernelInfo(self._generation, "starting", spare_kernels_ready=spares)
+        return KernelInfo(self._generation, "ready", place=self._kernel.place(), spare_kernels_ready=spares)
 
     def take_notice(self) -> str | None:
         """A one-time message for the next reply (e.g. that the namespace was lost)."""

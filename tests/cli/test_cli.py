@@ -37,6 +37,15 @@ def test_run_exit_status_follows_the_execution_state(daemon_cli: Cli, code: str,
         assert daemon_cli("wait", "--timeout", "30").returncode == 0
 
 
+def test_run_timeout_bounds_the_wait_unless_the_cell_sets_its_own(daemon_cli: Cli) -> None:
+    # The daemon's own wait (10 s) would outlast the cell: still running (3) means the timeout held.
+    short = daemon_cli("run", "--timeout", "0.3", "import time; time.sleep(3)")
+    assert short.returncode == 3, short.stdout
+    assert daemon_cli("wait", "--timeout", "30").returncode == 0
+    own = daemon_cli("run", "--timeout", "0.3", "# warmkernel: --wait 30\nimport time; time.sleep(1)")
+    assert own.returncode == 0, own.stdout
+
+
 def test_usage_errors_exit_2(daemon_cli: Cli) -> None:
     assert daemon_cli("run", "1").returncode == 0
     done = daemon_cli("read", "--lines", "1-3")

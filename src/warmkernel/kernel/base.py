@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -52,18 +53,21 @@ class _Handshake:
             self.iopub.set()
 
 
+@dataclass(frozen=True)
+class KernelPlace:
+    """Where a kernel runs: a local process, or a kernel on a Jupyter server."""
+
+    pid: int | None = None
+    connection_file: Path | None = None
+    """0600, in the private runtime root: `jupyter console --existing FILE` attaches to this kernel."""
+    server_url: str | None = None
+    kernel_id: str | None = None
+    cwd: str | None = None
+    """The working directory of a kernel on a server, as it reports it (a local kernel's is the workspace)."""
+
+
 class Kernel(ABC):
     """One kernel of a session: started by a launcher, watched until it exits or is killed."""
-
-    @property
-    def pid(self) -> int | None:
-        """The kernel's process id, when it runs on this machine."""
-        return None
-
-    @property
-    def connection_file(self) -> Path | None:
-        """0600, in the private runtime root: `jupyter console --existing FILE` attaches to this kernel."""
-        return None
 
     def __init__(self, generation: Generation, channel: KernelChannel) -> None:
         self.generation = generation
@@ -71,6 +75,10 @@ class Kernel(ABC):
         self.exited = anyio.Event()
         self.killed_on_purpose = False
         self._scope = anyio.CancelScope()
+
+    @abstractmethod
+    def place(self) -> KernelPlace:
+        """Where the kernel runs, for python_status."""
 
     @abstractmethod
     def exit_reason(self) -> str:

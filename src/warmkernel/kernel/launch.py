@@ -56,7 +56,7 @@ class RuntimeRoot:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """Everything needed to start generation `generation` of the kernel."""
+    """Everything needed to start one kernel."""
 
     argv: list[str]
     env: dict[str, str]
@@ -110,11 +110,15 @@ def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[s
     return env
 
 
-def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, generation: int) -> LaunchSpec:
-    """Write the connection file for one kernel generation and build its command line."""
-    connection_file = root.path / f"kernel-{generation}.json"
+def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> LaunchSpec:
+    """Write the connection file for one kernel and build its command line.
+
+    `name` keeps the kernel's files in the root apart from every other kernel's: its generation,
+    or a spare kernel's own name (a spare gets its generation only when it is handed out).
+    """
+    connection_file = root.path / f"kernel-{name}.json"
     transport = "tcp" if sys.platform == "win32" else "ipc"
-    ip = "127.0.0.1" if transport == "tcp" else str(root.path / f"k{generation}")
+    ip = "127.0.0.1" if transport == "tcp" else str(root.path / f"k{name}")
     _, info = write_connection_file(str(connection_file), transport=transport, ip=ip)
     os.chmod(connection_file, 0o600)
     argv = [python, "-m", "ipykernel_launcher", "-f", str(connection_file), *_KERNEL_FLAGS]
@@ -126,5 +130,5 @@ def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, generation: int) -
         cwd=cwd,
         connection_file=connection_file,
         connection_info=dict(info),
-        log_file=root.path / f"kernel-{generation}.log",
+        log_file=root.path / f"kernel-{name}.log",
     )

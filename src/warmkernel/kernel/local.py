@@ -14,7 +14,7 @@ import anyio.abc
 import psutil
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.kernel.base import Kernel
+from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, ZmqTransport
 from warmkernel.kernel.launch import RuntimeRoot, check_interpreter, prepare_launch
 from warmkernel.types import Generation
@@ -29,17 +29,27 @@ class LocalKernel(Kernel):
         self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path, connection_file: Path
     ) -> None:
         super().__init__(generation, channel)
-        self._pid = pid
-        self._connection_file = connection_file
+        self.pid = pid
+        self.connection_file = connection_file
         self.log_file = log_file
         self.returncode: int | None = None
 
     @classmethod
     async def start(
-        cls, tg: anyio.abc.TaskGroup, root: RuntimeRoot, python: str, cwd: Path, generation: Generation
+        cls,
+        tg: anyio.abc.TaskGroup,
+        root: RuntimeRoot,
+        python: str,
+        cwd: Path,
+        generation: Generation,
+        *,
+        name: str | None = None,
     ) -> LocalKernel:
-        """Launch the process, connect, and return once the kernel answers on shell and IOPub."""
-        spec = prepare_launch(root, python, cwd, generation)
+        """Launch the process, connect, and return once the kernel answers on shell and IOPub.
+
+        `name` names the kernel's files in the runtime root; by default, its generation.
+        """
+        spec = prepare_launch(root, python, cwd, name or str(generation))
         with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
             try:
                 process = await anyio.open_process(
@@ -85,13 +95,8 @@ class LocalKernel(Kernel):
                 self.returncode = await process.wait()
             self.exited.set()
 
-    @property
-    def pid(self) -> int:
-        return self._pid
-
-    @property
-    def connection_file(self) -> Path:
-        return self._connection_file
+    def place(self) -> KernelPlace:
+        return KernelPlace(pid=self.pid, connection_file=self.connection_file)
 
     def exit_reason(self) -> str:
         code = self.returncode

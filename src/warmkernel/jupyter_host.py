@@ -1,0 +1,198 @@
+"""A Jupyter Server owned by warmkernel: started on loopback with a fresh token, stopped with its kernels.
+
+The session runs its kernel there, so a person can open the very same kernel in JupyterLab or
+VS Code. The server sees no user configuration (its config, data and runtime directories are
+private and removed at exit) and drops no output (IOPub rate limits are off).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import anyio
+import anyio.abc
+import httpx2
+import psutil
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.kernel.launch import RuntimeRoot, kernel_environment
+from warmkernel.kernel.local import kill_process_tree
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 5.0
+"""How long the server gets to shut its kernels down after SIGTERM before its tree is killed."""
+_LOG_TAIL_LINES = 10
+
+
+@dataclass(frozen=True)
+class JupyterHost:
+    """A running Jupyter Server: where it answers and the token it wants."""
+
+    url: str
+    """The base URL, ending in `/`: `http://127.0.0.1:PORT/`."""
+    token: str = field(repr=False)
+    pid: int
+    lab: bool
+    """JupyterLab answers at `{url}lab`."""
+
+    @property
+    def server_url(self) -> str:
+        """The URL with its token, as VS Code's "Connect to existing Jupyter Server" takes it."""
+        return f"{self.url}?token={self.token}"
+
+    def lab_url(self, notebook: str | None = None) -> str | None:
+        """The JupyterLab page (of `notebook`, a path relative to the root) to open in a browser."""
+        if not self.lab:
+            return None
+        page = f"lab/tree/{quote(notebook)}" if notebook else "lab"
+        return f"{self.url}{page}?token={self.token}"
+
+
+def check_available() -> None:
+    """Fail with the fix when this environment cannot run a Jupyter Server."""
+    if importlib.util.find_spec("jupyter_server") is None:
+        raise WarmkernelError(
+            "serve_unavailable",
+            f"serving the kernel to an IDE needs jupyter_server, which {sys.executable} lacks; "
+            "install it with `pip install 'warmkernel[serve]'`",
+        )
+
+
+@asynccontextmanager
+async def owned_jupyter_server(root_dir: Path) -> AsyncIterator[JupyterHost]:
+    """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels."""
+    check_available()
+    runtime = RuntimeRoot()
+    try:
+        token = secrets.token_urlsafe(32)
+        port = _free_loopback_port()
+        url = f"http://127.0.0.1:{port}/"
+        log_file = runtime.path / "jupyter-server.log"
+        with open(log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
+            try:
+                process = await anyio.open_process(
+                    _argv(root_dir, port),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=_environment(runtime.path, token),
+                    start_new_session=True,  # a Ctrl-C in the user's terminal must not reach it
+                )
+            except OSError as exc:
+                raise WarmkernelError(
+                    "jupyter_server_failed", f"could not run {sys.executable} -m jupyter_server: {exc}"
+                ) from exc
+        try:
+            lab = await _until_ready(process, url, token, log_file)
+            yield JupyterHost(url, token, process.pid, lab)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+    finally:
+        runtime.remove()
+
+
+def _argv(root_dir: Path, port: int) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root_dir}",
+        # Jupyter drops IOPub messages past these rates; warmkernel must see every line.
+        "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=0",
+        "--ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0",
+    ]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")  # containers run as root; the server refuses otherwise
+    return argv
+
+
+def _environment(root: Path, token: str) -> dict[str, str]:
+    """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
+
+    The token travels in the environment: a command line is visible to every user.
+    """
+    env = kernel_environment(root)
+    env.pop("JUPYTER_NO_CONFIG", None)
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    env["JUPYTER_TOKEN"] = token
+    return env
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _until_ready(process: anyio.abc.Process, url: str, token: str, log_file: Path) -> bool:
+    """Wait until the server answers `api/status` with the token; whether JupyterLab is there too.
+
+    The server signals readiness only by answering, so this asks until it does, it exits, or
+    the start timeout passes.
+    """
+    headers = {"Authorization": f"token {token}"}
+    # trust_env=False: a proxy from the environment must not see a loopback request and its token.
+    async with httpx2.AsyncClient(headers=headers, timeout=5.0, trust_env=False) as http:
+        delay = 0.05
+        with anyio.move_on_after(START_TIMEOUT_S):
+            while process.returncode is None:
+                with contextlib.suppress(httpx2.TransportError):
+                    if (await http.get(f"{url}api/status")).status_code == 200:
+                        return (await http.get(f"{url}lab")).status_code == 200
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+    if process.returncode is not None:
+        what = f"the Jupyter server exited with code {process.returncode} before answering"
+    else:
+        what = f"the Jupyter server did not answer at {url} within {START_TIMEOUT_S:.0f} s"
+    raise WarmkernelError("jupyter_server_failed", f"{what}; {_log_tail(log_file)}")
+
+
+def _log_tail(log_file: Path) -> str:
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+    except OSError:
+        return "it left no log"
+    return "its log ends:\n" + "\n".join(lines) if lines else "its log is empty"
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    """SIGTERM (the server shuts its kernels down), then SIGKILL to whatever of its tree is left."""
+    if process.returncode is None:
+        try:
+            # Read before the server exits: its kernels are found through it, and outlive it if missed.
+            descendants = psutil.Process(process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            descendants = []
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            await process.wait()
+        if process.returncode is None:
+            await anyio.to_thread.run_sync(kill_process_tree, process.pid)
+        await anyio.to_thread.run_sync(_kill_survivors, descendants)
+    with anyio.move_on_after(STOP_TIMEOUT_S):
+        await process.wait()
+
+
+def _kill_survivors(processes: list[psutil.Process]) -> None:
+    for proc in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                proc.kill()

@@ -19,20 +19,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import anyio
-from bench_core import START_TIMEOUT_S, call, progress, run_cell, timed
+from bench_core import START_TIMEOUT_S, call, progress, raw_kernel, run_cell, timed
 from jupyter_client.manager import AsyncKernelManager
 from mcp import Client
 
 from warmkernel.config import Settings
-from warmkernel.kernel.launch import _KERNEL_FLAGS, kernel_environment
 from warmkernel.mcp_server import build_server
 from warmkernel.session import Session
 from warmkernel.workspace import Workspace
@@ -86,29 +85,14 @@ async def nothing() -> None:
 
 async def raw_restarts(workspace: Path, repetitions: int) -> list[float]:
     """restart_kernel(now=True) until the new kernel answers, on a kernel started the plain way."""
-    with tempfile.TemporaryDirectory(prefix="wkb-") as root:  # short: IPC socket paths are limited
-        manager = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=f"{root}/k")
-        await manager.start_kernel(
-            env=kernel_environment(Path(root)),
-            cwd=str(workspace),
-            extra_arguments=list(_KERNEL_FLAGS),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = manager.client()
-        client.start_channels()
-        try:
+    async with raw_kernel(workspace) as client:
+        manager = cast(AsyncKernelManager, client.parent)  # the manager that made this client
+
+        async def restart() -> None:
+            await manager.restart_kernel(now=True)
             await client.wait_for_ready(timeout=START_TIMEOUT_S)
 
-            async def restart() -> None:
-                await manager.restart_kernel(now=True)
-                await client.wait_for_ready(timeout=START_TIMEOUT_S)
-
-            return await samples(repetitions, restart, nothing)
-        finally:
-            client.stop_channels()
-            with anyio.CancelScope(shield=True):
-                await manager.shutdown_kernel(now=True)
+        return await samples(repetitions, restart, nothing)
 
 
 async def benchmark(repetitions: int) -> list[Row]:

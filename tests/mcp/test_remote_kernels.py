@@ -139,6 +139,8 @@ async def test_state_and_numbering_persist_on_the_server(
         assert "interpreter: kernelspec 'python3' of the Jupyter server" in status
         assert f"kernel working directory: {jupyter_server.root}" in status
         assert await kernel_id(client) in jupyter_server.kernel_ids()
+        listing = await call(client, "list_python_variables")  # the kernel-side helper is there too
+        assert any(line.split()[:2] == ["x", "int"] for line in listing.splitlines())
 
 
 async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> None:

@@ -41,10 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import nbformat
-from nbformat.reader import get_version
-from nbformat.v4.rwbase import split_lines
-
 from warmkernel.errors import WarmkernelError
 
 BlockReason = Literal["cell_missing", "source_changed", "file_changed_during_write"]
@@ -103,10 +99,18 @@ def derived_id(source: str, repeats_above: int) -> str:
     return f"wk-{digest[:12]}-{repeats_above}"
 
 
+def _get_version(raw: Mapping[str, Any]) -> tuple[int, int]:
+    # nbformat is imported on first use: it imports jsonschema, whose format checkers can take
+    # seconds to import (rfc3987-syntax builds a grammar), and most sessions never read a notebook.
+    from nbformat.reader import get_version
+
+    return get_version(raw)
+
+
 def read_notebook(path: Path) -> Notebook:
     """The notebook's code cells; a file that is not an nbformat 4 notebook is `invalid_arguments`."""
     raw, _ = _load(path)
-    _, minor = get_version(raw)
+    _, minor = _get_version(raw)
     cells = tuple(
         NotebookCell(index=index, id=cell_id, source=source, id_derived=derived)
         for index, (cell_id, source, derived, _) in enumerate(_code_cells(raw))
@@ -156,8 +160,8 @@ def _load(path: Path) -> tuple[dict[str, Any], str]:
         raise WarmkernelError("invalid_arguments", f"notebook {path} is not JSON: {exc}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("cells", []), list):
         raise WarmkernelError("invalid_arguments", f"notebook {path} is not a Jupyter notebook")
-    major, minor = get_version(raw)
-    if major != nbformat.v4.nbformat:
+    major, minor = _get_version(raw)
+    if major != 4:
         raise WarmkernelError(
             "invalid_arguments",
             f"notebook {path} is nbformat {major}.{minor}; warmkernel reads nbformat 4 "
@@ -196,6 +200,9 @@ def _keys_sorted(raw: Mapping[str, Any]) -> bool:
 
 def _file_outputs(outputs: Sequence[Mapping[str, Any]], *, sort_keys: bool) -> list[Any]:
     """Outputs as the file stores them: multi-line text split into lists of lines."""
+    import nbformat  # on first use, as in `_get_version`
+    from nbformat.v4.rwbase import split_lines
+
     holder = nbformat.from_dict({"cells": [{"cell_type": "code", "outputs": list(outputs)}]})  # copies
     return json.loads(json.dumps(split_lines(holder).cells[0].outputs, sort_keys=sort_keys))
 

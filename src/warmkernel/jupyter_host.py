@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import secrets
 import socket
@@ -26,7 +27,7 @@ import httpx2
 import psutil
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.kernel.launch import RuntimeRoot, kernel_environment
+from warmkernel.kernel.launch import RuntimeRoot, kernel_command, kernel_environment
 from warmkernel.kernel.local import kill_process_tree
 
 START_TIMEOUT_S = 60.0
@@ -70,8 +71,11 @@ def check_available() -> None:
 
 
 @asynccontextmanager
-async def owned_jupyter_server(root_dir: Path) -> AsyncIterator[JupyterHost]:
-    """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels."""
+async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> AsyncIterator[JupyterHost]:
+    """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels.
+
+    Its `python3` kernelspec runs `python` with the isolation of a local warmkernel kernel.
+    """
     check_available()
     runtime = RuntimeRoot()
     try:
@@ -86,7 +90,7 @@ async def owned_jupyter_server(root_dir: Path) -> AsyncIterator[JupyterHost]:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    env=_environment(runtime.path, token),
+                    env=_environment(runtime.path, token, python),
                     start_new_session=True,  # a Ctrl-C in the user's terminal must not reach it
                 )
             except OSError as exc:
@@ -122,12 +126,25 @@ def _argv(root_dir: Path, port: int) -> list[str]:
     return argv
 
 
-def _environment(root: Path, token: str) -> dict[str, str]:
+def _environment(root: Path, token: str, python: str) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
-    The token travels in the environment: a command line is visible to every user.
+    The token travels in the environment: a command line is visible to every user. The private
+    data directory comes first on the kernelspec path, so its `python3` is the one started.
     """
     env = kernel_environment(root)
+    spec = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "python3" / "kernel.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(
+        json.dumps(
+            {
+                "argv": kernel_command(python, "{connection_file}"),
+                "display_name": "Python 3 (warmkernel)",
+                "language": "python",
+                "metadata": {"debugger": False},
+            }
+        )
+    )
     env.pop("JUPYTER_NO_CONFIG", None)
     env.pop("JUPYTER_TOKEN_FILE", None)
     env["JUPYTER_TOKEN"] = token

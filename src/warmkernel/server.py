@@ -56,7 +56,7 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
         )
     notebook = _jupyter_notebook(workspace, face.jupyter_notebook)
     async with (
-        _ide_server(face, workspace) as jupyter,
+        _ide_server(face, workspace, settings.python) as jupyter,
         Session.open(_on_server(settings, jupyter, notebook), workspace) as session,
     ):
         local = Endpoint("127.0.0.1", 0, "/mcp", new_token())
@@ -101,12 +101,12 @@ def _public_url(public: Endpoint | None, sock: socket.socket | None) -> str | No
 
 
 @asynccontextmanager
-async def _ide_server(face: Face, workspace: Workspace) -> AsyncIterator[JupyterHost | None]:
+async def _ide_server(face: Face, workspace: Workspace, python: str) -> AsyncIterator[JupyterHost | None]:
     """The Jupyter Server the kernel runs on, when the face asks for one; it outlives the session."""
     if not face.jupyter:
         yield None
         return
-    async with owned_jupyter_server(workspace.path) as jupyter:
+    async with owned_jupyter_server(workspace.path, python) as jupyter:
         yield jupyter
 
 

@@ -474,7 +474,7 @@ class Session:
                 killed = self._running.record
                 self._running.finish(ExecutionState.KILLED, reason="reset_python killed the kernel")
             if self._kernel is not None:
-                await self._kernel.kill()
+                await self._launcher.retire(self._kernel)
             self._begin_kernel_start()
             if self._notebook is not None:
                 self._notebook.released = True

@@ -76,17 +76,23 @@ def test_start_serve_with_a_notebook_runs_its_kernel_in_the_notebooks_server_ses
         assert [k["id"] for k in rest.get("api/kernels").json()] == [kernel["id"]]
     *_, printed, result = ran.stdout.splitlines()
     assert result.endswith(": 42")  # the notebook's cells ran in this kernel
+    # It runs warmkernel's interpreter with warmkernel's isolation (no history database).
+    isolated = cli("run", "import sys; sys.executable, get_ipython().history_manager.enabled")
+    assert isolated.stdout.splitlines()[-1].endswith(f": ({sys.executable!r}, False)"), isolated.stdout
     # and that kernel is a child of the Jupyter Server, not of the daemon.
     server_pid = _server_pid(descriptor["pid"])
     kernel_pid = int(printed)
     assert kernel_pid in [p.pid for p in psutil.Process(server_pid).children(recursive=True)]
 
-    # A reset replaces the kernel in the notebook's server session, leaving no other kernel behind.
+    # A reset gives the notebook's server session a new kernel: an IDE showing the session follows
+    # it. No other kernel is left behind.
     assert cli("reset").returncode == 0
     with _rest(jupyter_url) as rest:
-        (kernel,) = rest.get("api/kernels").json()
-        (session,) = rest.get("api/sessions").json()
-        assert session["path"] == "nb.ipynb" and session["kernel"]["id"] == kernel["id"]
+        (new_kernel,) = rest.get("api/kernels").json()
+        (same_session,) = rest.get("api/sessions").json()
+    assert same_session["id"] == session["id"] and new_kernel["id"] != kernel["id"]
+    assert same_session["kernel"]["id"] == new_kernel["id"]
+    assert "NameError" in cli("run", "y").stdout
 
     status = cli("status")
     assert status.returncode == 0, status.stderr

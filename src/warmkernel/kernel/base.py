@@ -179,6 +179,10 @@ class KernelLauncher(Protocol):
         """A kernel that has answered on shell and IOPub; `kernel_start_failed` otherwise."""
         ...
 
+    async def retire(self, kernel: Kernel) -> None:
+        """End a kernel that the next `start` replaces (a reset)."""
+        ...
+
     async def aclose(self) -> None:
         """Release what the launcher holds beyond the kernels it handed out."""
         ...

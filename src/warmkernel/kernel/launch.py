@@ -110,6 +110,11 @@ def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[s
     return env
 
 
+def kernel_command(python: str, connection_file: str) -> list[str]:
+    """The command line of an isolated IPython kernel (`{connection_file}` in a kernelspec)."""
+    return [python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
+
+
 def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> LaunchSpec:
     """Write the connection file for one kernel and build its command line.
 
@@ -121,7 +126,7 @@ def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> Laun
     ip = "127.0.0.1" if transport == "tcp" else str(root.path / f"k{name}")
     _, info = write_connection_file(str(connection_file), transport=transport, ip=ip)
     os.chmod(connection_file, 0o600)
-    argv = [python, "-m", "ipykernel_launcher", "-f", str(connection_file), *_KERNEL_FLAGS]
+    argv = kernel_command(python, str(connection_file))
     # The kernel exits by itself if this server dies without cleaning up.
     argv.append(f"--IPKernelApp.parent_handle={os.getpid()}")
     return LaunchSpec(

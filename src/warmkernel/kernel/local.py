@@ -144,6 +144,9 @@ class LocalLauncher:
             await anyio.to_thread.run_sync(check_interpreter, self.python)
         return await LocalKernel.start(self._tg, self._root, self.python, self._cwd, generation)
 
+    async def retire(self, kernel: Kernel) -> None:
+        await kernel.kill()
+
     async def aclose(self) -> None:
         pass
 

@@ -91,11 +91,17 @@ class JupyterApi:
         response = await self._call("POST", "api/kernels", {"name": kernel_name, "path": ""})
         return str(self._check(response, f"starting a {kernel_name!r} kernel")["id"])
 
-    async def open_notebook_session(self, notebook: str, kernel_name: str) -> str:
-        """The kernel of the notebook's server session, created with the session if there is none."""
+    async def open_notebook_session(self, notebook: str, kernel_name: str) -> tuple[str, str]:
+        """(session id, kernel id) of the notebook's server session, created if there is none."""
         body = {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": kernel_name}}
         response = await self._call("POST", "api/sessions", body)
-        return str(self._check(response, f"opening a session for {notebook}")["kernel"]["id"])
+        model = self._check(response, f"opening a session for {notebook}")
+        return str(model["id"]), str(model["kernel"]["id"])
+
+    async def replace_session_kernel(self, session_id: str, kernel_name: str) -> str:
+        """Give the session a new kernel (the server shuts the old one down); its id."""
+        response = await self._call("PATCH", f"api/sessions/{session_id}", {"kernel": {"name": kernel_name}})
+        return str(self._check(response, f"replacing the kernel of session {session_id}")["kernel"]["id"])
 
     async def kernel_exists(self, kernel_id: str) -> bool:
         response = await self._call("GET", f"api/kernels/{kernel_id}")
@@ -313,12 +319,16 @@ class RemoteKernel(Kernel):
             log.warning("kernel %s was not interrupted: %s", self.kernel_id, exc.message)
 
     async def kill(self) -> None:
-        """Delete the kernel on the server, then stop routing."""
-        self.killed_on_purpose = True
-        self.stop()
+        """Stop routing, then delete the kernel on the server."""
+        await self.detach()
         with anyio.move_on_after(_REQUEST_TIMEOUT_S):
             await self._delete()
-            await self.exited.wait()
+
+    async def detach(self) -> None:
+        """Stop routing and let the kernel be: the server is about to replace it itself."""
+        self.killed_on_purpose = True
+        self.stop()
+        await self.exited.wait()
 
 
 class RemoteLauncher:
@@ -330,13 +340,34 @@ class RemoteLauncher:
         self._api = JupyterApi(settings.jupyter_url, settings.jupyter_token)
         self._kernel_name = settings.kernel_name
         self._notebook = settings.jupyter_notebook
+        self._session_id: str | None = None
+        """The notebook's server session, once opened: an IDE showing the notebook follows it."""
+        self._successor: str | None = None
+        """The kernel the session got when the last one was retired, for the next start."""
 
     async def start(self, generation: Generation) -> RemoteKernel:
-        if self._notebook is not None:
-            kernel_id = await self._api.open_notebook_session(self._notebook, self._kernel_name)
+        if self._successor is not None:
+            kernel_id, self._successor = self._successor, None
+        elif self._notebook is not None:
+            self._session_id, kernel_id = await self._api.open_notebook_session(
+                self._notebook, self._kernel_name
+            )
         else:
             kernel_id = await self._api.create_kernel(self._kernel_name)
         return await RemoteKernel.connect(self._tg, self._api, kernel_id, generation)
+
+    async def retire(self, kernel: Kernel) -> None:
+        """In a notebook's session, swap the kernel through the session, so an IDE stays attached."""
+        if self._session_id is None or not isinstance(kernel, RemoteKernel):
+            await kernel.kill()
+            return
+        await kernel.detach()
+        try:
+            self._successor = await self._api.replace_session_kernel(self._session_id, self._kernel_name)
+        except WarmkernelError as exc:  # the session is gone: the next start opens a new one
+            log.warning("session %s kept no kernel: %s", self._session_id, exc.message)
+            self._session_id = None
+            await kernel.kill()
 
     async def aclose(self) -> None:
         await self._api.aclose()

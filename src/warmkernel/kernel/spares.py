@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.kernel.base import Kernel
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalKernel, LocalLauncher
 from warmkernel.types import Generation
@@ -120,6 +121,9 @@ class SpareLauncher:
             self._refill()
         kernel.generation = generation
         return kernel
+
+    async def retire(self, kernel: Kernel) -> None:
+        await kernel.kill()
 
     async def aclose(self) -> None:
         """Kill every spare; one still starting is killed as soon as its start ends."""

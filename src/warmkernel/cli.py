@@ -142,6 +142,10 @@ _KERNEL_OPTIONS = (
         "URL",
     ),
     _KernelOption("--kernel-name", "kernel_name", "kernelspec the Jupyter server starts", "NAME"),
+    _KernelOption(
+        "--max-images", "max_images_per_reply", "images one reply shows; the rest are named", "N", int
+    ),
+    _KernelOption("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", int),
 )
 _JUPYTER_TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 
@@ -253,6 +257,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     wait.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait")
 
+    answer = verb("input", "answer the prompt of a cell waiting in input() or getpass()")
+    answer.add_argument("text", metavar="TEXT", help="the answer, without a trailing newline")
+    answer.add_argument(
+        "--execution", type=int, metavar="N", help="the waiting execution (default: the running one)"
+    )
     verb("status", "the workspace, interpreter and kernel of the session")
     show = verb("show", "an execution's reply, as the model reads it")
     show.add_argument(
@@ -635,6 +644,8 @@ def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             return "inspect_python_variable", {"name": args.name}
         case "nb":
             return _notebook_call(args)
+        case "input":
+            return "send_python_input", {"text": args.text, "execution": args.execution}
         case "interrupt":
             return "interrupt_python", {}
         case "reset":
@@ -686,7 +697,7 @@ def _exit_status(verb: str, outcome: ToolOutcome) -> int:
         if outcome.error_code == "busy":
             return EXIT_RUNNING
         return EXIT_USAGE if outcome.error_code in CALLER_MISTAKES else EXIT_ERROR
-    if verb not in ("run", "wait", "show", "nb run"):
+    if verb not in ("run", "input", "wait", "show", "nb run"):
         return EXIT_OK
     return _STATE_EXIT.get(outcome.data.get("state", ""), EXIT_STOPPED)
 

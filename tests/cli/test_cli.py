@@ -299,6 +299,16 @@ def test_bad_summarizer_config_stops_the_server_with_a_clear_code(cli: Cli) -> N
     assert "invalid_config" in done.stderr and "warmkernel.toml" in done.stderr
 
 
+def test_input_answers_a_waiting_cell_and_waits_for_it(daemon_cli: Cli) -> None:
+    asked = daemon_cli("run", "name = input('name? ')\nprint('hello', name)")
+    assert asked.returncode == 3 and "name?" in asked.stdout
+    answered = daemon_cli("input", "Ada")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert answered.stdout.splitlines()[-2:] == ["name? Ada", "hello Ada"]
+    refused = daemon_cli("input", "again")
+    assert refused.returncode == 1 and refused.stderr.startswith("warmkernel: not_awaiting_input:")
+
+
 def test_run_waiting_for_input_exits_3_like_a_running_cell(daemon_cli: Cli) -> None:
     done = daemon_cli("run", "answer = input('name? ')")
     assert done.returncode == 3

@@ -252,7 +252,7 @@ class RemoteKernel(Kernel):
         self._api = api
         self.kernel_id = kernel_id
         self._transport = transport
-        self.cwd = ""
+        self.cwd: str | None = None
         """The kernel's working directory on the server's machine, as the kernel reports it."""
 
     def place(self) -> KernelPlace:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -115,6 +118,20 @@ def test_start_serve_without_a_notebook_runs_a_kernel_outside_any_server_session
     server_pid = _server_pid(descriptor["pid"])
     assert cli("stop").returncode == 0
     assert _gone(descriptor["pid"]) and _gone(server_pid)
+
+
+def test_a_killed_daemon_takes_its_jupyter_server_and_kernel_with_it(cli: Cli) -> None:
+    assert cli("start", "--serve").returncode == 0
+    descriptor = _descriptor(cli)
+    assert cli("run", "1").returncode == 0
+    server_pid = _server_pid(descriptor["pid"])
+    kernels = [child.pid for child in psutil.Process(server_pid).children(recursive=True)]
+    assert kernels
+    os.kill(descriptor["pid"], signal.SIGKILL)  # no chance to stop anything itself
+    deadline = time.monotonic() + 60
+    while not all(_gone(pid) for pid in (server_pid, *kernels)):
+        assert time.monotonic() < deadline, "the orphaned Jupyter Server kept running"
+        time.sleep(0.2)
 
 
 def test_start_serve_refuses_a_live_session_that_has_no_jupyter_server(cli: Cli) -> None:

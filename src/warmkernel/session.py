@@ -44,7 +44,7 @@ from warmkernel.kernel.channel import (
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
-from warmkernel.kernel.remote import RemoteLauncher
+from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
@@ -252,6 +252,8 @@ class Session:
     @asynccontextmanager
     async def open(cls, settings: Settings, workspace: Workspace) -> AsyncIterator[Session]:
         """A session whose first kernel starts at once, in the background; torn down on exit."""
+        if settings.jupyter_url is not None:
+            check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:

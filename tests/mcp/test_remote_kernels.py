@@ -21,7 +21,11 @@ from mcp import Client
 
 from tests.mcp.calls import call, call_error, run
 from tests.mcp.conftest import FreshClient
+from warmkernel.config import Settings
+from warmkernel.errors import WarmkernelError
 from warmkernel.jupyter_host import owned_jupyter_server
+from warmkernel.session import Session
+from warmkernel.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
 
@@ -216,3 +220,11 @@ async def test_a_wrong_token_is_refused_with_the_fix(fresh_client: FreshClient, 
         code, message = await call_error(client, "run_python", freeform="1")
         assert code == "kernel_start_failed"
         assert "refused" in message and "--jupyter-token" in message
+
+
+async def test_a_jupyter_url_that_is_not_http_is_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(WarmkernelError) as caught:
+        async with Session.open(Settings(jupyter_url="localhost:8888"), Workspace(tmp_path, "launch_cwd")):
+            pass
+    assert caught.value.code == "invalid_arguments"
+    assert "http:// or https:// URL" in caught.value.message

@@ -51,6 +51,15 @@ _GONE_STATES = {
 }
 
 
+def check_jupyter_url(url: str) -> None:
+    """`invalid_arguments` unless `url` is an http(s) URL with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise WarmkernelError(
+            "invalid_arguments", f"--jupyter-url takes an http:// or https:// URL, not {url!r}"
+        )
+
+
 class JupyterApi:
     """The REST calls warmkernel makes on one Jupyter server, with its token."""
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from bench_core import progress
 from mcp import Client, StdioServerParameters
 
 FRAME = """\
@@ -50,10 +51,6 @@ class Row:
     median: str
     worst: str
     reply_chars: str
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def ms(seconds: float) -> str:

@@ -10,7 +10,8 @@
                                         inspection_failed
       codes for the session's notebook: notebook_already_bound
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
-      codes for IDE attach:             serve_unavailable, jupyter_server_failed
+      codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
+                                        jupyter_server_failed, serve_unavailable
       codes for finding a session:      session_not_found, ambiguous_session, session_error
       our own bug (logged with a trace): internal_error
 
@@ -19,9 +20,9 @@ A Python exception raised by a cell is never one of these: it is an execution in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
-ErrorCode = Literal[
+CallerMistake = Literal[
     "invalid_arguments",
     "invalid_directive",
     "invalid_stream",
@@ -36,47 +37,32 @@ ErrorCode = Literal[
     "variable_not_found",
     "notebook_not_found",
     "invalid_notebook",
+    "workspace_config_failed",
+    "invalid_config",
+    "session_not_found",
+    "ambiguous_session",
+]
+"""Codes that mean the request or the configuration must change (the CLI exits with 2)."""
+
+Failure = Literal[
     "notebook_already_bound",
     "busy",
     "not_awaiting_input",
     "kernel_start_failed",
     "inspection_failed",
-    "workspace_config_failed",
     "python_not_usable",
     "jupyter_server_unreachable",
     "jupyter_server_refused",
     "jupyter_server_failed",
     "serve_unavailable",
-    "invalid_config",
     "session_error",
-    "session_not_found",
-    "ambiguous_session",
     "internal_error",
 ]
+"""Codes for the state of the kernel, the session or the things they depend on (the CLI exits with 1)."""
 
-CALLER_MISTAKES: frozenset[ErrorCode] = frozenset(
-    {
-        "invalid_arguments",
-        "invalid_directive",
-        "invalid_stream",
-        "invalid_line_range",
-        "invalid_max_chars",
-        "invalid_context",
-        "invalid_query",
-        "invalid_timeout",
-        "invalid_limit",
-        "execution_not_found",
-        "invalid_name",
-        "variable_not_found",
-        "notebook_not_found",
-        "invalid_notebook",
-        "workspace_config_failed",
-        "invalid_config",
-        "session_not_found",
-        "ambiguous_session",
-    }
-)
-"""Codes that mean the request or the configuration must change (the CLI exits with 2)."""
+ErrorCode = CallerMistake | Failure
+
+CALLER_MISTAKES: frozenset[ErrorCode] = frozenset(get_args(CallerMistake))
 
 
 class WarmkernelError(Exception):

@@ -46,7 +46,7 @@ from warmkernel.errors import WarmkernelError
 BlockReason = Literal["cell_missing", "source_changed", "file_changed_during_write"]
 _INDENT = re.compile(r"\{\r?\n([ \t]+)\S")
 _NON_ASCII_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
-"""A `\\uXXXX` escape of a printable character: a writer that escaped non-ASCII text."""
+"""A `\\u` escape (four hex digits) of a printable character: a writer that escaped non-ASCII text."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The command-line face: serving verbs (`mcp`, `serve`, `start`, `stop`) and client verbs.
 
-Client verbs are MCP tool calls on the live session of the current workspace (started as a
+Client verbs are MCP tool calls on the live daemon of the current workspace (started as a
 daemon when there is none), and print the same text a model reads, or `--json` facts.
 """
 
@@ -23,13 +23,13 @@ import anyio
 from warmkernel import __version__
 from warmkernel.client import ToolOutcome, call_tool, connect, locate
 from warmkernel.config import Settings, load_summarizers
-from warmkernel.daemon import Descriptor, find_session, live_descriptors, start_daemon, stop_session
+from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, start_daemon, stop_daemon
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.http_transport import Endpoint, check_bind, new_token
 from warmkernel.jupyter_host import check_available
+from warmkernel.process import Face, run_server
 from warmkernel.scaffold import SNIPPETS, init_project
-from warmkernel.server import Face, run_server
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4
@@ -224,7 +224,13 @@ def _parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     client = argparse.ArgumentParser(add_help=False)
-    client.add_argument("--session", metavar="ID", help="the session to use (see `warmkernel sessions`)")
+    client.add_argument(
+        "--daemon",
+        "--session",
+        dest="daemon",
+        metavar="ID",
+        help="the daemon to use (see `warmkernel sessions`)",
+    )
     client.add_argument("--json", action="store_true", help="print the structured result as JSON")
 
     def verb(name: str, help: str, description: str = "", *, parents: bool = True) -> argparse.ArgumentParser:
@@ -262,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument(
         "--execution", type=int, metavar="N", help="the waiting execution (default: the running one)"
     )
-    verb("status", "the workspace, interpreter and kernel of the session")
+    verb("status", "the workspace, interpreter and kernel of the daemon")
     show = verb("show", "an execution's reply, as the model reads it")
     show.add_argument(
         "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
@@ -312,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     notebook = verb(
         "nb",
         "notebook mode: which cells are stale, re-running them, file watches",
-        "Notebook mode on this workspace's kernel: NB is a .ipynb file. A session serves one notebook.",
+        "Notebook mode on this workspace's kernel: NB is a .ipynb file. A kernel serves one notebook.",
         parents=False,
     )
     nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
@@ -340,28 +346,28 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=20, metavar="N", help="how many")
     verb("interrupt", "interrupt the running cell (SIGINT)")
     verb("reset", "kill the kernel and everything it started; start a fresh one")
-    verb("sessions", "list the live sessions of this user")
+    verb("sessions", "list the live daemons of this user")
 
     start = verb(
         "start",
-        "start a daemon session for this workspace (if none is live)",
-        "Start a daemon session for this workspace (if none is live). With NB, bind its kernel to that "
+        "start a daemon for this workspace (if none is live)",
+        "Start a daemon for this workspace (if none is live). With NB, bind its kernel to that "
         "notebook and run every cell that is not fresh once, in order, continuing past errors. With "
-        "--serve, the kernel runs on a Jupyter Server of the session's own (loopback, with a token), "
+        "--serve, the kernel runs on a Jupyter Server of the daemon's own (loopback, with a token), "
         "and the URL to open in JupyterLab or VS Code is printed; `stop` ends both.",
     )
     start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
     start.add_argument(
         "--serve",
         action="store_true",
-        help="run the kernel on a Jupyter Server this session owns, for JupyterLab or VS Code to attach "
-        "to (in NB's session when NB is given); needs warmkernel[serve]",
+        help="run the kernel on a Jupyter Server this daemon owns, for JupyterLab or VS Code to attach "
+        "to (in NB's server session when NB is given); needs warmkernel[serve]",
     )
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
     )
     _add_kernel_options(start)
-    verb("stop", "stop the daemon (or serve) session of this workspace")
+    verb("stop", "stop the daemon (or serve process) of this workspace")
 
     mcp = verb(
         "mcp",
@@ -377,7 +383,7 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         "serve the MCP tools over Streamable HTTP",
         "Serve the MCP tools over Streamable HTTP. Every request needs 'Authorization: Bearer TOKEN'; "
-        "the token is --token, else $WARMKERNEL_TOKEN, else generated and written to the session "
+        "the token is --token, else $WARMKERNEL_TOKEN, else generated and written to the daemon "
         "descriptor (see `warmkernel sessions --json`).",
         parents=False,
     )
@@ -396,7 +402,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME[:PORT]",
         help="a Host header to accept (repeatable); required to bind beyond loopback",
     )
-    serve.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     serve.add_argument("--jupyter-server", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--jupyter-notebook", type=Path, help=argparse.SUPPRESS)
@@ -440,7 +446,7 @@ def _serve(args: argparse.Namespace) -> int:
     workspace = resolve_workspace(Path.cwd())
     if args.verb == "mcp":
         face = Face("mcp")
-    elif args.daemon:
+    elif args.detached:
         face = Face("daemon", ready_fd=args.ready_fd)
     else:
         check_bind(args.host, args.allowed_host)
@@ -474,23 +480,23 @@ async def _serve_until_signalled(settings: Settings, workspace: Workspace, face:
         raise failure
 
 
-# -- verbs that need no session ---------------------------------------------------------------
+# -- verbs that need no daemon ----------------------------------------------------------------
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    sessions = live_descriptors()
+    daemons = live_descriptors()
     if args.json:
-        print(json.dumps([vars(d) for d in sessions], indent=2))
-    elif not sessions:
-        print("No live sessions.")
+        print(json.dumps([vars(d) for d in daemons], indent=2))
+    elif not daemons:
+        print("No live daemons.")
     else:
-        for descriptor in sessions:
+        for descriptor in daemons:
             print(descriptor.describe())
     return EXIT_OK
 
 
 def _start(args: argparse.Namespace) -> int:
-    descriptor = find_session(Path.cwd(), args.session)
+    descriptor = find_daemon(Path.cwd(), args.daemon)
     started = descriptor is None
     serving = _serve_flags(args, descriptor) if args.serve else []
     if descriptor is None:
@@ -517,8 +523,8 @@ def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[s
         )
     if running is not None and running.jupyter_url is None:
         raise WarmkernelError(
-            "session_error",
-            f"session {running.id} already serves {running.workspace} without a Jupyter Server; "
+            "daemon_error",
+            f"daemon {running.id} already serves {running.workspace} without a Jupyter Server; "
             "`warmkernel stop` it, then `warmkernel start --serve` again",
         )
     if args.notebook is None:
@@ -529,7 +535,7 @@ def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[s
 
 
 def _jupyter_lines(descriptor: Descriptor) -> list[str]:
-    """Where a person attaches to the session's kernel, when it runs on a Jupyter Server it owns."""
+    """Where a person attaches to the daemon's kernel, when it runs on a Jupyter Server it owns."""
     if descriptor.jupyter_url is None:
         return []
     lab = descriptor.jupyter_lab_url or "not installed here (`pip install jupyterlab`, then start again)"
@@ -540,7 +546,7 @@ def _jupyter_lines(descriptor: Descriptor) -> list[str]:
 
 
 async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
-    """Run the notebook's cells that are not fresh (all of them in a new session), past errors."""
+    """Run the notebook's cells that are not fresh (all of them in a new daemon), past errors."""
     arguments = {
         "path": _notebook_path(args.notebook),
         "cells": "stale",
@@ -552,10 +558,10 @@ async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolO
 
 
 def _stop(args: argparse.Namespace) -> int:
-    descriptor = find_session(Path.cwd(), args.session)
+    descriptor = find_daemon(Path.cwd(), args.daemon)
     if descriptor is None:
-        raise WarmkernelError("session_not_found", f"no live session serves {Path.cwd()}")
-    stop_session(descriptor)
+        raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
+    stop_daemon(descriptor)
     print(json.dumps({"stopped": descriptor.id}) if args.json else f"stopped {descriptor.describe()}")
     return EXIT_OK
 
@@ -677,7 +683,7 @@ def _notebook_path(given: str) -> str:
 
 async def _client_verb(args: argparse.Namespace) -> int:
     tool, arguments = _tool_call(args)
-    descriptor = locate(Path.cwd(), args.session)
+    descriptor = locate(Path.cwd(), args.daemon)
     live_line = tool == "run_python" and sys.stdout.isatty() and not args.json
     async with connect(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
         outcome = await call_tool(client, tool, arguments)

@@ -1,4 +1,4 @@
-"""The command line's side of a session: find or start it, then call its tools over HTTP."""
+"""The command line's side of a daemon: find or start it, then call its tools over HTTP."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from warmkernel.daemon import Descriptor, find_session, start_daemon
+from warmkernel.discovery import Descriptor, find_daemon, start_daemon
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class ToolOutcome:
     error_code: str | None = None
 
 
-def locate(cwd: Path, session_id: str | None) -> Descriptor:
-    """The session for `cwd`, or the one named; with none, a new daemon for `cwd`."""
-    return find_session(cwd, session_id) or start_daemon(cwd, [])
+def locate(cwd: Path, daemon_id: str | None) -> Descriptor:
+    """The daemon for `cwd`, or the one named; with none, a new daemon for `cwd`."""
+    return find_daemon(cwd, daemon_id) or start_daemon(cwd, [])
 
 
 @asynccontextmanager

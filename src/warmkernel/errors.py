@@ -12,7 +12,7 @@
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
                                         jupyter_server_failed, serve_unavailable
-      codes for finding a session:      session_not_found, ambiguous_session, session_error
+      codes for finding a session:      daemon_not_found, ambiguous_daemon, daemon_error
       our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
@@ -39,8 +39,8 @@ CallerMistake = Literal[
     "invalid_notebook",
     "workspace_config_failed",
     "invalid_config",
-    "session_not_found",
-    "ambiguous_session",
+    "daemon_not_found",
+    "ambiguous_daemon",
 ]
 """Codes that mean the request or the configuration must change (the CLI exits with 2)."""
 
@@ -55,7 +55,7 @@ Failure = Literal[
     "jupyter_server_refused",
     "jupyter_server_failed",
     "serve_unavailable",
-    "session_error",
+    "daemon_error",
     "internal_error",
 ]
 """Codes for the state of the kernel, the session or the things they depend on (the CLI exits with 1)."""

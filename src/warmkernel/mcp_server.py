@@ -25,7 +25,7 @@ from mcp.server.stdio import stdio_server
 from warmkernel import __version__, present
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.line_range import parse_line_range
-from warmkernel.execution.output import OutputDropped
+from warmkernel.execution.output_log import OutputDropped
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import compile_query, search
 from warmkernel.kernel.helper import check_path

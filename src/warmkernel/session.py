@@ -23,7 +23,7 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.displays import DisplayLog
-from warmkernel.execution.output import OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog, Spill
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, InputPrompt, WaitEnd
 from warmkernel.kernel import helper
@@ -57,8 +57,8 @@ from warmkernel.notebook.binding import (
     stamp_files,
     watched_file,
 )
+from warmkernel.notebook.cell_outputs import OutputCollector
 from warmkernel.notebook.document import CellOutputs, NotebookCell
-from warmkernel.notebook.outputs import OutputCollector
 from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation, MsgId
 from warmkernel.workspace import Workspace

@@ -112,7 +112,7 @@ def test_cli_reaches_the_kernel_an_agent_is_using(cli: Cli) -> None:
 
 
 def test_descriptor_and_runtime_directory_are_private(daemon_cli: Cli) -> None:
-    sessions = daemon_cli.runtime / "sessions"
+    sessions = daemon_cli.runtime / "daemons"
     assert stat.S_IMODE(daemon_cli.runtime.stat().st_mode) == 0o700
     assert stat.S_IMODE(sessions.stat().st_mode) == 0o700
     (descriptor,) = sessions.glob("*.json")
@@ -124,7 +124,7 @@ def test_descriptor_and_runtime_directory_are_private(daemon_cli: Cli) -> None:
 
 
 def test_stale_descriptor_is_ignored_and_removed(cli: Cli) -> None:
-    sessions = cli.runtime / "sessions"
+    sessions = cli.runtime / "daemons"
     sessions.mkdir(parents=True)
     stale = sessions / "deadbeef.json"
     dead = psutil.Popen(["true"])
@@ -142,7 +142,7 @@ def test_stale_descriptor_is_ignored_and_removed(cli: Cli) -> None:
             }
         )
     )
-    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert cli("sessions").stdout.strip() == "No live daemons."
     assert not stale.exists()
 
 
@@ -157,15 +157,15 @@ def test_two_sessions_for_one_workspace_are_ambiguous(cli: Cli) -> None:
             assert len(ids) == 2
             done = await anyio.to_thread.run_sync(lambda: cli("status"))
             assert done.returncode == 2
-            assert "ambiguous_session" in done.stderr and all(i in done.stderr for i in ids)
-            chosen = await anyio.to_thread.run_sync(lambda: cli("status", "--session", ids[1]))
+            assert "ambiguous_daemon" in done.stderr and all(i in done.stderr for i in ids)
+            chosen = await anyio.to_thread.run_sync(lambda: cli("status", "--daemon", ids[1]))
             assert chosen.returncode == 0
 
     anyio.run(two_agents)
 
 
 def test_auto_start_then_stop(cli: Cli) -> None:
-    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert cli("sessions").stdout.strip() == "No live daemons."
     assert cli("run", "1").returncode == 0
     (line,) = cli("sessions").stdout.splitlines()
     assert " daemon " in line
@@ -173,7 +173,7 @@ def test_auto_start_then_stop(cli: Cli) -> None:
     stopped = cli("stop")
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped ")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert cli("sessions").stdout.strip() == "No live sessions."
+    assert cli("sessions").stdout.strip() == "No live daemons."
     assert cli("stop").returncode == 2
 
 

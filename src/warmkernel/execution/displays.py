@@ -28,7 +28,7 @@ from typing import Any
 
 from warmkernel.execution.images import ImageStore, StoredImage
 from warmkernel.execution.mime import render_bundle
-from warmkernel.execution.output import OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog, Spill
 
 UPDATE_RECORD_INTERVAL_S = 5.0
 """Least time between two written states of one display while updates keep coming."""

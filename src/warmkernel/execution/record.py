@@ -16,7 +16,7 @@ import anyio
 
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.displays import DisplayLog
-from warmkernel.execution.output import OutputLog
+from warmkernel.execution.output_log import OutputLog
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 

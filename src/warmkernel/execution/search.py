@@ -25,7 +25,7 @@ from typing import Literal
 import regex
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.output import TextBlock
+from warmkernel.execution.output_log import TextBlock
 
 QueryMode = Literal["auto", "literal", "regex"]
 """How to read a query: `auto` is a regex if it compiles, else literal text."""

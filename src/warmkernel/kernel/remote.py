@@ -127,10 +127,10 @@ class JupyterApi:
         if response.status_code != 404:
             self._check(response, f"deleting kernel {kernel_id}")
 
-    async def connect_channels(self, kernel_id: str, session_id: str) -> WebSocketClientConnection:
+    async def connect_channels(self, kernel_id: str, channel_session: str) -> WebSocketClientConnection:
         parts = urlsplit(self.url)
         scheme = "wss" if parts.scheme == "https" else "ws"
-        path = f"{parts.path}api/kernels/{kernel_id}/channels?session_id={quote(session_id)}"
+        path = f"{parts.path}api/kernels/{kernel_id}/channels?session_id={quote(channel_session)}"
         request = HTTPRequest(
             urlunsplit((scheme, parts.netloc, path, "", "")),
             headers=self._headers,
@@ -158,14 +158,14 @@ class WebsocketTransport:
     def __init__(self, api: JupyterApi, kernel_id: str) -> None:
         self._api = api
         self._kernel_id = kernel_id
-        self._session_id = uuid.uuid4().hex  # the same on every reconnect: the server replays its buffer
+        self._channel_session = uuid.uuid4().hex  # the same on every reconnect: the server replays its buffer
         self._connection: WebSocketClientConnection | None = None
         self._unsent: list[str] = []
         self.gone_reason = ""
         """Why the kernel is gone, once `run` has returned by itself."""
 
     async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._connection = await self._api.connect_channels(self._kernel_id, self._session_id)
+        self._connection = await self._api.connect_channels(self._kernel_id, self._channel_session)
         task_status.started()
         try:
             async with anyio.create_task_group() as tg:
@@ -218,7 +218,9 @@ class WebsocketTransport:
                     if not await self._api.kernel_exists(self._kernel_id):
                         self.gone_reason = _DELETED
                         return False
-                    self._connection = await self._api.connect_channels(self._kernel_id, self._session_id)
+                    self._connection = await self._api.connect_channels(
+                        self._kernel_id, self._channel_session
+                    )
                 except WarmkernelError as exc:
                     log.warning("kernel %s: reconnecting: %s", self._kernel_id, exc.message)
                     await anyio.sleep(_RECONNECT_DELAYS_S[min(attempt, len(_RECONNECT_DELAYS_S) - 1)])
@@ -349,7 +351,7 @@ class RemoteLauncher:
         self._api = JupyterApi(settings.jupyter_url, settings.jupyter_token)
         self._kernel_name = settings.kernel_name
         self._notebook = settings.jupyter_notebook
-        self._session_id: str | None = None
+        self._notebook_session: str | None = None
         """The notebook's server session, once opened: an IDE showing the notebook follows it."""
         self._successor: str | None = None
         """The kernel the session got when the last one was retired, for the next start."""
@@ -358,7 +360,7 @@ class RemoteLauncher:
         if self._successor is not None:
             kernel_id, self._successor = self._successor, None
         elif self._notebook is not None:
-            self._session_id, kernel_id = await self._api.open_notebook_session(
+            self._notebook_session, kernel_id = await self._api.open_notebook_session(
                 self._notebook, self._kernel_name
             )
         else:
@@ -367,15 +369,17 @@ class RemoteLauncher:
 
     async def retire(self, kernel: Kernel) -> None:
         """In a notebook's session, swap the kernel through the session, so an IDE stays attached."""
-        if self._session_id is None or not isinstance(kernel, RemoteKernel):
+        if self._notebook_session is None or not isinstance(kernel, RemoteKernel):
             await kernel.kill()
             return
         await kernel.detach()
         try:
-            self._successor = await self._api.replace_session_kernel(self._session_id, self._kernel_name)
+            self._successor = await self._api.replace_session_kernel(
+                self._notebook_session, self._kernel_name
+            )
         except WarmkernelError as exc:  # the session is gone: the next start opens a new one
-            log.warning("session %s kept no kernel: %s", self._session_id, exc.message)
-            self._session_id = None
+            log.warning("session %s kept no kernel: %s", self._notebook_session, exc.message)
+            self._notebook_session = None
             await kernel.kill()
 
     async def aclose(self) -> None:

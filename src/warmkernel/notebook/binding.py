@@ -35,8 +35,8 @@ from warmkernel.kernel import _kernel_notebook_source
 from warmkernel.kernel.channel import Inbox
 from warmkernel.kernel.helper import load_code
 from warmkernel.notebook.analysis import analyze
+from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
-from warmkernel.notebook.outputs import Output, OutputCollector
 from warmkernel.notebook.staleness import CellRun, FileStamp, KernelFacts, NotebookStatus, source_hash
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 

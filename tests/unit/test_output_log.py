@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warmkernel.execution import output as output_module
+from warmkernel.execution import output_log as output_module
 from warmkernel.execution.line_range import parse_line_range
-from warmkernel.execution.output import OutputDropped, OutputLog, Spill
+from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
 from warmkernel.execution.terminal import TerminalNormalizer
 from warmkernel.types import APPENDABLE_STREAMS, READABLE_STREAMS, ReadableStream, StreamName
 

@@ -1,9 +1,9 @@
-"""Session descriptors: how a command line finds the very kernel an agent is using.
+"""Daemon descriptors: how a command line finds the very kernel an agent is using.
 
 Every server process writes one descriptor (JSON: id, pid, workspace, url, token, kind,
 started_at, notebook) with mode 0600 into a per-user runtime directory with mode 0700, and
 removes it at exit. A descriptor whose process is gone is ignored and deleted. This module
-also starts a detached daemon for a workspace that has no live session, and stops one.
+also starts a detached daemon for a workspace that has no live daemon, and stops one.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
 DAEMON_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 
-SessionKind = Literal["mcp", "serve", "daemon"]
+DaemonKind = Literal["mcp", "serve", "daemon"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Descriptor:
     workspace: str
     url: str
     token: str
-    kind: SessionKind
+    kind: DaemonKind
     started_at: float
     notebook: str | None = None
     public_url: str | None = None
@@ -57,7 +57,7 @@ class Descriptor:
         return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}{notebook}"
 
 
-def new_session_id() -> str:
+def new_daemon_id() -> str:
     return secrets.token_hex(4)
 
 
@@ -74,21 +74,21 @@ def runtime_dir() -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.stat()
     if info.st_uid != os.getuid():
-        raise WarmkernelError("session_error", f"{path} belongs to another user; refusing to use it")
+        raise WarmkernelError("daemon_error", f"{path} belongs to another user; refusing to use it")
     if info.st_mode & 0o077:
         path.chmod(0o700)
     return path
 
 
-def _sessions_dir() -> Path:
-    path = runtime_dir() / "sessions"
+def _descriptors_dir() -> Path:
+    path = runtime_dir() / "daemons"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 
 
 def write_descriptor(descriptor: Descriptor) -> Path:
     """Write atomically with mode 0600, so a reader never sees half a file."""
-    directory = _sessions_dir()
+    directory = _descriptors_dir()
     target = directory / f"{descriptor.id}.json"
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
@@ -111,9 +111,9 @@ def _alive(descriptor: Descriptor) -> bool:
 
 
 def live_descriptors() -> list[Descriptor]:
-    """Every live session of this user, oldest first; stale or unreadable descriptors are deleted."""
+    """Every live daemon of this user, oldest first; stale or unreadable descriptors are deleted."""
     found: list[Descriptor] = []
-    for path in sorted(_sessions_dir().glob("*.json")):
+    for path in sorted(_descriptors_dir().glob("*.json")):
         try:
             descriptor = Descriptor(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
@@ -130,21 +130,21 @@ def _contains(workspace: str, cwd: Path) -> bool:
     return cwd == Path(workspace) or Path(workspace) in cwd.parents
 
 
-def find_session(cwd: Path, session_id: str | None = None) -> Descriptor | None:
-    """The live session whose workspace contains `cwd` (or the one named); None if there is none."""
-    sessions = live_descriptors()
-    if session_id is not None:
-        for descriptor in sessions:
-            if descriptor.id == session_id:
+def find_daemon(cwd: Path, daemon_id: str | None = None) -> Descriptor | None:
+    """The live daemon whose workspace contains `cwd` (or the one named); None if there is none."""
+    daemons = live_descriptors()
+    if daemon_id is not None:
+        for descriptor in daemons:
+            if descriptor.id == daemon_id:
                 return descriptor
-        known = ", ".join(d.id for d in sessions) or "none"
-        raise WarmkernelError("session_not_found", f"no live session {session_id!r}; live sessions: {known}")
-    matching = [d for d in sessions if _contains(d.workspace, cwd.resolve())]
+        known = ", ".join(d.id for d in daemons) or "none"
+        raise WarmkernelError("daemon_not_found", f"no live daemon {daemon_id!r}; live daemons: {known}")
+    matching = [d for d in daemons if _contains(d.workspace, cwd.resolve())]
     if len(matching) > 1:
         listing = "\n".join(f"  {d.describe()}" for d in matching)
         raise WarmkernelError(
-            "ambiguous_session",
-            f"{len(matching)} live sessions serve {cwd}; choose one with --session ID:\n{listing}",
+            "ambiguous_daemon",
+            f"{len(matching)} live daemons serve {cwd}; choose one with --daemon ID:\n{listing}",
         )
     return matching[0] if matching else None
 
@@ -156,7 +156,7 @@ def start_daemon(
 
     `environment` is added to ours for the daemon: secrets go there, never on its command line.
 
-    The daemon writes its session id to an inherited pipe once its descriptor exists, so
+    The daemon writes its id to an inherited pipe once its descriptor exists, so
     this waits on that pipe, not on the file system.
     """
     log_path = runtime_dir() / f"daemon-{int(time.time())}-{os.getpid()}.log"
@@ -168,7 +168,7 @@ def start_daemon(
                 "-m",
                 "warmkernel",
                 "serve",
-                "--daemon",
+                "--detached",
                 "--ready-fd",
                 str(write_fd),
                 *extra_args,
@@ -183,14 +183,14 @@ def start_daemon(
         )
     os.close(write_fd)
     try:
-        session_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
+        daemon_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
     finally:
         os.close(read_fd)
-    if not session_id:
+    if not daemon_id:
         process.poll()
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-        raise WarmkernelError("session_error", f"the daemon did not start (log {log_path}):\n{tail}")
-    descriptor = find_session(workspace, session_id)
+        raise WarmkernelError("daemon_error", f"the daemon did not start (log {log_path}):\n{tail}")
+    descriptor = find_daemon(workspace, daemon_id)
     assert descriptor is not None
     return descriptor
 
@@ -208,13 +208,12 @@ def _read_line(fd: int, timeout_s: float) -> str:
     return data.decode(errors="replace") if b"\n" in data else ""
 
 
-def stop_session(descriptor: Descriptor) -> None:
+def stop_daemon(descriptor: Descriptor) -> None:
     """SIGTERM a daemon or `serve` process and wait until it has cleaned up."""
     if descriptor.kind == "mcp":
         raise WarmkernelError(
-            "session_error",
-            f"session {descriptor.id} is an MCP server run by an agent's host; "
-            "it stops when the host closes it",
+            "daemon_error",
+            f"{descriptor.id} is an MCP server run by an agent's host; it stops when the host closes it",
         )
     try:
         process = psutil.Process(descriptor.pid)
@@ -224,6 +223,6 @@ def stop_session(descriptor: Descriptor) -> None:
         pass
     except psutil.TimeoutExpired as exc:
         raise WarmkernelError(
-            "session_error",
-            f"session {descriptor.id} (pid {descriptor.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
+            "daemon_error",
+            f"daemon {descriptor.id} (pid {descriptor.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
         ) from exc

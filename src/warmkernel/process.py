@@ -2,7 +2,7 @@
 
 Whatever the face (MCP over stdio for an agent's host, Streamable HTTP for `serve`, nothing
 more for a daemon), the process also serves the same tools on a loopback endpoint with its
-own token and advertises it in a session descriptor, so the CLI reaches the very same kernel.
+own token and advertises it in a daemon descriptor, so the CLI reaches the very same kernel.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 
 from warmkernel.config import Settings
-from warmkernel.daemon import Descriptor, SessionKind, new_session_id, remove_descriptor, write_descriptor
+from warmkernel.discovery import DaemonKind, Descriptor, new_daemon_id, remove_descriptor, write_descriptor
 from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
@@ -30,13 +30,13 @@ from warmkernel.workspace import Workspace
 
 @dataclass(frozen=True)
 class Face:
-    """What the process serves besides its session endpoint."""
+    """What the process serves besides its loopback endpoint."""
 
-    kind: SessionKind
+    kind: DaemonKind
     public: Endpoint | None = None
     """The `serve` endpoint (host, port, path, token), when kind is `serve`."""
     ready_fd: int | None = None
-    """A pipe to write the session id to once the descriptor exists (daemon start-up)."""
+    """A pipe to write the daemon id to once the descriptor exists (daemon start-up)."""
     jupyter: bool = False
     """Run the kernel on a Jupyter Server this process owns, for an IDE to attach to (`start --serve`)."""
     jupyter_notebook: Path | None = None
@@ -62,7 +62,7 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
         local = Endpoint("127.0.0.1", 0, "/mcp", new_token())
         async with serve_http(session, bind(local.host, 0), local, structured=True) as endpoint:
             descriptor = Descriptor(
-                id=new_session_id(),
+                id=new_daemon_id(),
                 pid=os.getpid(),
                 workspace=str(workspace.path),
                 url=endpoint.url,

@@ -171,8 +171,8 @@ class Session:
                     installed.ename,
                     installed.evalue,
                 )
-        except WarmkernelError as exc:
-            self._start_error = WarmkernelError("kernel_start_failed", exc.message)
+        except WarmkernelError as exc:  # its code says what to fix, e.g. python_not_usable
+            self._start_error = exc
         except Exception as exc:
             log.exception("kernel start failed")
             self._start_error = WarmkernelError("kernel_start_failed", f"{type(exc).__name__}: {exc}")
@@ -198,7 +198,7 @@ class Session:
         self._begin_kernel_start()
 
     async def kernel(self) -> Kernel:
-        """The current kernel, once it is ready; `kernel_start_failed` if it could not start."""
+        """The current kernel, once it is ready; else the error its start failed with."""
         while True:
             ready = self._ready
             await ready.wait()

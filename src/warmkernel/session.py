@@ -3,6 +3,10 @@
 Both faces (MCP tools and CLI verbs) call these methods; nothing else mutates this state.
 Numbers are warmkernel's own: they start at 1 per server process and are never reused,
 also across resets and kernel deaths. Records outlive the kernel that ran them.
+
+Helpers with one job each report back through the callbacks they are built with:
+`ExecutionTracker` follows the running cell, `OutputBudget` keeps spilled output under the
+limit, and `notebook_runner.run_cells` walks a notebook plan.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import anyio
@@ -24,10 +23,7 @@ from mcp.server.stdio import stdio_server
 
 from warmkernel import __version__, present
 from warmkernel.errors import ErrorCode, WarmkernelError
-from warmkernel.execution.line_range import parse_line_range
-from warmkernel.execution.output_log import OutputDropped
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.execution.search import compile_query, search
 from warmkernel.kernel.helper import check_path
 from warmkernel.present import Picture, Reply
 from warmkernel.session import Session
@@ -338,39 +334,30 @@ async def python_execution_status(
 
 
 async def read_python_output(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = session.select(args["execution"])
-    line_range = parse_line_range(args["line_range"])
-    stream = args["stream"]
-    if stream == "images":
-        lo, hi = line_range.resolve(len(record.displays.images))
-        return present.images_reply(record, lo, hi, session.settings)
-    lo, hi = line_range.resolve(record.output.line_count(stream))
-    return present.read_reply(record, stream, lo, hi, args["max_chars"], session.settings)
+    chosen = session.select_output(args["execution"], args["stream"], args["line_range"])
+    if chosen.stream == "images":
+        return present.images_reply(chosen.record, chosen.lo, chosen.hi, session.settings)
+    return present.read_reply(
+        chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], session.settings
+    )
 
 
 async def search_python_output(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    record = session.select(args["execution"])
-    query = compile_query(args["query"], args["query_mode"], args["ignore_case"])
-    stream = args["stream"]
-    if record.output.dropped:
-        return present.dropped_reply(record)
-    find = partial(
-        search,
-        record.output.blocks(stream),
-        query,
-        context_before=args["context_before"],
-        context_after=args["context_after"],
-        max_matches=args["max_matches"],
-        timeout_s=session.settings.search_timeout_s,
+    found = await session.search_output(
+        args["execution"],
+        args["stream"],
+        args["query"],
+        args["query_mode"],
+        args["ignore_case"],
+        args["context_before"],
+        args["context_after"],
+        args["max_matches"],
     )
-    # A worker thread keeps a long search from blocking other tools (regex releases the GIL).
-    try:
-        result = await anyio.to_thread.run_sync(find)
-    except OutputDropped:  # dropped to stay under the output limit while the search ran
-        return present.dropped_reply(record)
-    return present.search_reply(record, stream, args["query"], result, args["max_chars"])
+    if found.result is None:
+        return present.dropped_reply(found.record)
+    return present.search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
 
 
 async def interrupt_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:

@@ -17,9 +17,9 @@ from warmkernel.config import Settings
 from warmkernel.execution.images import StoredImage
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import SearchResult
+from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.notebook.binding import NotebookRun, NotebookView
-from warmkernel.session import KernelInfo
 from warmkernel.types import ExecutionState, ReadableStream
 from warmkernel.workspace import Workspace
 

@@ -3,18 +3,21 @@
 Both faces (MCP tools and CLI verbs) call these methods; nothing else mutates this state.
 Numbers are warmkernel's own: they start at 1 per server process and are never reused,
 also across resets and kernel deaths. Records outlive the kernel that ran them.
+
+Helpers with one job each report back through the callbacks they are built with:
+`ExecutionTracker` follows the running cell, `OutputBudget` keeps spilled output under the
+limit, and `notebook_runner.run_cells` walks a notebook plan.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -23,24 +26,14 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.displays import DisplayLog
-from warmkernel.execution.output_log import OutputLog, Spill
+from warmkernel.execution.line_range import parse_line_range
+from warmkernel.execution.output_log import OutputDropped, OutputLog
 from warmkernel.execution.patch_literal import transform_patch_literals
-from warmkernel.execution.record import ExecutionRecord, InputPrompt, WaitEnd
+from warmkernel.execution.record import ExecutionRecord, WaitEnd
+from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.kernel import helper
-from warmkernel.kernel.base import Kernel, KernelLauncher, KernelPlace
-from warmkernel.kernel.channel import (
-    ClearOutput,
-    Display,
-    Error,
-    Event,
-    ExecuteInput,
-    ExpressionValue,
-    InputRequest,
-    Reply,
-    Result,
-    Status,
-    Stream,
-)
+from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
+from warmkernel.kernel.channel import ExpressionValue, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
@@ -52,29 +45,23 @@ from warmkernel.notebook.binding import (
     NotebookView,
     locate,
     read_cells,
-    save_outputs,
     shown_path,
     stamp_files,
     watched_file,
 )
 from warmkernel.notebook.cell_outputs import OutputCollector
-from warmkernel.notebook.document import CellOutputs, NotebookCell
+from warmkernel.notebook.document import NotebookCell
 from warmkernel.notebook.staleness import evaluate, select_cells
-from warmkernel.types import ExecutionNumber, ExecutionState, Generation, MsgId
+from warmkernel.notebook_runner import run_cells
+from warmkernel.output_budget import OutputBudget
+from warmkernel.tracker import ExecutionTracker
+from warmkernel.types import ExecutionNumber, ExecutionState, Generation, ReadableStream
 from warmkernel.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 # IOPub messages a kernel sent just before it died may still be in our socket.
 _DEATH_DRAIN_S = 0.2
-# IOPub and shell are separate sockets: a reply may trail the idle status a little. A request
-# whose handler was cut short by an interrupt publishes idle but never replies at all.
-_REPLY_AFTER_IDLE_S = 2.0
-# The kernel flushes stdout before it asks for input, but that output travels on IOPub and the
-# question on stdin: give the output a moment to land, so a reply shows it above the prompt.
-_INPUT_SETTLE_S = 0.05
-# Outputs of notebook cells are written into the .ipynb at most this often while a run goes on.
-_SAVE_EVERY_S = 1.0
 # The kernel-side helper stops an inspection at its budget; past budget + grace the server
 # interrupts the kernel, and past that plus the give-up time stops waiting for it.
 _INSPECT_GRACE_S = 1.0
@@ -82,124 +69,22 @@ _INSPECT_GIVE_UP_S = 5.0
 
 
 @dataclass(frozen=True)
-class KernelInfo:
-    """What python_status reports about the current kernel."""
+class OutputSelection:
+    """What a read of an execution's output selected: lines `lo` to `hi` (0-based, half-open) of
+    `stream`, or image ordinals when the stream is `images`."""
 
-    generation: Generation
-    state: str
-    """`starting`, `ready` or `failed`."""
-    error: str = ""
-    place: KernelPlace = field(default_factory=KernelPlace)
-    spare_kernels_ready: int | None = None
-    """Spare kernels started and waiting for a reset; None when the session keeps none."""
+    record: ExecutionRecord
+    stream: ReadableStream | Literal["images"]
+    lo: int
+    hi: int
 
 
-class _ExecutionTracker:
-    """The inbox of one execute request: turns kernel events into the record's output and state."""
+@dataclass(frozen=True)
+class SearchOutcome:
+    """A search of an execution's output; `result` is None when that output was dropped."""
 
-    def __init__(self, session: Session, record: ExecutionRecord, kernel: Kernel) -> None:
-        self.session = session
-        self.record = record
-        self.kernel = kernel
-        self.msg_id = MsgId("")
-        self.started = False
-        self.interrupt_requested = False
-        self.interrupts = 0
-        self.reply: Reply | None = None
-        self.idle = False
-
-    def deliver(self, event: Event) -> None:
-        record = self.record
-        if record.state.finished:
-            return
-        match event:
-            case Stream(name=name, text=text):
-                record.output_arrived()
-                record.output.append(name, text)
-            case Result(data=data):
-                record.output_arrived()
-                label = f"Out[{record.number}]: "
-                record.displays.show(record.output, data, now=record.last_output, label=label)
-            case Display(data=data, update=update, display_id=display_id):
-                record.output_arrived()
-                record.displays.show(
-                    record.output, data, now=record.last_output, display_id=display_id, update=update
-                )
-            case Error(ename=ename, evalue=evalue, traceback=traceback):
-                record.output_arrived()
-                record.error_name, record.error_value = ename, evalue
-                record.output.append("traceback", _line("\n".join(traceback)))
-            case ClearOutput(wait=wait):
-                record.displays.clear(record.output, wait=wait)
-            case InputRequest(prompt=prompt, password=password):
-                self.session._spawn(partial(self._ask_input, InputPrompt(prompt, password), self.interrupts))
-            case ExecuteInput():
-                self.started = True
-                if self.interrupt_requested:
-                    self.kernel.interrupt()
-            case Status(state="idle"):
-                self.idle = True
-                if self.reply is None:
-                    self.session._spawn(self._finish_without_reply)
-            case Reply() as reply:
-                self.reply = reply
-            case Status():
-                pass
-        if self.reply is not None and self.idle:
-            self.finish(_state_of(self.reply, self.interrupt_requested))
-
-    async def _ask_input(self, prompt: InputPrompt, interrupts: int) -> None:
-        await anyio.sleep(_INPUT_SETTLE_S)
-        # An interrupt sent meanwhile ends input() before anyone could answer it.
-        if self.record.state is ExecutionState.RUNNING and self.interrupts == interrupts:
-            self.record.ask_input(prompt)
-
-    async def _finish_without_reply(self) -> None:
-        await anyio.sleep(_REPLY_AFTER_IDLE_S)
-        if not self.record.state.finished and self.reply is None:
-            state = ExecutionState.INTERRUPTED if self.interrupt_requested else ExecutionState.ERROR
-            self.finish(state, reason="the kernel went idle without replying")
-
-    def interrupt(self) -> None:
-        """Interrupt now if the code is running, else as soon as it starts.
-
-        ipykernel ignores SIGINT between requests, so a signal sent before the kernel
-        picked the cell up would be lost.
-        """
-        self.interrupt_requested = True
-        self.interrupts += 1
-        if self.record.state is ExecutionState.AWAITING_INPUT:
-            self._end_prompt("")  # SIGINT ends input() with KeyboardInterrupt
-        if self.started:
-            self.kernel.interrupt()
-
-    def answer(self, text: str) -> None:
-        """Send the answer to the pending prompt; the transcript shows it unless it is a password."""
-        self._end_prompt(text)
-        self.kernel.channel.input(text)
-
-    def _end_prompt(self, answer: str) -> None:
-        """Write the prompt line as a terminal would show it (a password is never written)."""
-        prompt = self.record.input_answered()
-        self.record.output_arrived()
-        self.record.output.append("stdout", prompt.text + ("" if prompt.password else answer) + "\n")
-
-    def finish(self, state: ExecutionState, reason: str = "") -> None:
-        self.kernel.channel.forget(self.msg_id)
-        self.record.finish(state, reason=reason)
-        self.session._running = None
-
-
-def _line(text: str) -> str:
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _state_of(reply: Reply, interrupt_requested: bool) -> ExecutionState:
-    if reply.status == "ok":
-        return ExecutionState.COMPLETED
-    if reply.ename == "KeyboardInterrupt" or reply.status == "aborted" or interrupt_requested:
-        return ExecutionState.INTERRUPTED
-    return ExecutionState.ERROR
+    record: ExecutionRecord
+    result: SearchResult | None
 
 
 def _launcher(
@@ -230,7 +115,7 @@ class Session:
         self._tg = tg
         self._launcher = launcher
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
-        self._running: _ExecutionTracker | None = None
+        self._running: ExecutionTracker | None = None
         self._generation = Generation(0)
         self._kernel: Kernel | None = None
         self._start_error: WarmkernelError | None = None
@@ -238,11 +123,12 @@ class Session:
         self._reset_lock = anyio.Lock()
         self._inspection_lock = anyio.Lock()
         self._notice: str | None = None
-        self._spill_directory = root.subdirectory("output")
-        self._output_bytes = 0
-        """Bytes of every execution's spilled output, held under `settings.max_output_bytes`."""
-        self._on_disk: deque[ExecutionRecord] = deque()
-        """Records with spilled output, oldest first: the order their output is dropped in."""
+        self._budget = OutputBudget(
+            root.subdirectory("output"),
+            threshold_bytes=settings.spill_threshold_bytes,
+            limit_bytes=settings.max_output_bytes,
+            record_of=self._records.__getitem__,
+        )
         self._notebook: NotebookBinding | None = None
         self._notebook_run: NotebookRun | None = None
         self.on_notebook_change: Callable[[Path], object] | None = None
@@ -270,9 +156,6 @@ class Session:
 
     # -- kernel lifecycle ---------------------------------------------------------------
 
-    def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self._tg.start_soon(fn)
-
     def _begin_kernel_start(self) -> None:
         self._generation = Generation(self._generation + 1)
         if self._notebook is not None:
@@ -292,8 +175,8 @@ class Session:
                     installed.ename,
                     installed.evalue,
                 )
-        except WarmkernelError as exc:
-            self._start_error = WarmkernelError("kernel_start_failed", exc.message)
+        except WarmkernelError as exc:  # its code says what to fix, e.g. python_not_usable
+            self._start_error = exc
         except Exception as exc:
             log.exception("kernel start failed")
             self._start_error = WarmkernelError("kernel_start_failed", f"{type(exc).__name__}: {exc}")
@@ -319,7 +202,7 @@ class Session:
         self._begin_kernel_start()
 
     async def kernel(self) -> Kernel:
-        """The current kernel, once it is ready; `kernel_start_failed` if it could not start."""
+        """The current kernel, once it is ready; else the error its start failed with."""
         while True:
             ready = self._ready
             await ready.wait()
@@ -363,6 +246,11 @@ class Session:
         """Every record, oldest first."""
         return list(self._records.values())
 
+    def _finished(self, tracker: ExecutionTracker) -> None:
+        """The running execution ended: the next cell may start."""
+        if self._running is tracker:
+            self._running = None
+
     async def submit(self, source: str, *, cell: NotebookCell | None = None) -> ExecutionRecord:
         """Accept a cell and send it to the kernel; `busy` if another cell runs.
 
@@ -389,37 +277,18 @@ class Session:
                 kernel.generation,
                 directives=directives,
                 patch_literals=transformed.converted,
-                output=OutputLog(spill := self._spill(number)),
+                output=OutputLog(spill := self._budget.spill(number)),
                 displays=DisplayLog(spill),
             )
-            tracker = _ExecutionTracker(self, record, kernel)
+            tracker = ExecutionTracker(record, kernel, spawn=self._tg.start_soon, on_finish=self._finished)
             self._records[number] = record
             self._running = tracker
-            inbox: _ExecutionTracker | OutputCollector = tracker
+            inbox: ExecutionTracker | OutputCollector = tracker
             if cell is not None:
                 record.cell_id = cell.id
                 inbox = self._bound().start_run(cell, record, begun, tracker)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
         return record
-
-    def _spill(self, number: ExecutionNumber) -> Spill:
-        """Where an execution's output and images go past the threshold, counted against the limit."""
-        return Spill(
-            self._spill_directory, self.settings.spill_threshold_bytes, partial(self._count_spilled, number)
-        )
-
-    def _count_spilled(self, writer: ExecutionNumber, written: int) -> None:
-        """Keep spilled output under the limit by dropping the oldest finished executions' output.
-
-        The writer's own output is never dropped here: it is running, or finishing right now.
-        """
-        if not self._on_disk or self._on_disk[-1].number != writer:
-            self._on_disk.append(self._records[writer])
-        self._output_bytes += written
-        while self._output_bytes > self.settings.max_output_bytes and self._on_disk[0].number != writer:
-            oldest = self._on_disk.popleft()
-            self._output_bytes -= oldest.output.drop() + oldest.displays.drop()
-            log.info("dropped the output of execution %d to stay under the output limit", oldest.number)
 
     def select(self, execution: int | None) -> ExecutionRecord:
         """The given execution, else the running one, else the latest."""
@@ -435,6 +304,53 @@ class Session:
         raise WarmkernelError(
             "execution_not_found", "no execution exists yet; run a cell with run_python first"
         )
+
+    def select_output(
+        self, execution: int | None, stream: ReadableStream | Literal["images"], line_range: str | None
+    ) -> OutputSelection:
+        """The selected execution and the lines (for `images`, the image ordinals) `line_range` picks;
+        None picks them all."""
+        record = self.select(execution)
+        parsed = parse_line_range(line_range)
+        if stream == "images":
+            lo, hi = parsed.resolve(len(record.displays.images))
+            return OutputSelection(record, "images", lo, hi)
+        lo, hi = parsed.resolve(record.output.line_count(stream))
+        return OutputSelection(record, stream, lo, hi)
+
+    async def search_output(
+        self,
+        execution: int | None,
+        stream: ReadableStream,
+        query: str,
+        query_mode: QueryMode,
+        ignore_case: bool,
+        context_before: int,
+        context_after: int,
+        max_matches: int,
+    ) -> SearchOutcome:
+        """Search one stream of the selected execution, within `settings.search_timeout_s`.
+
+        The result is None when the output was dropped to stay under the output limit.
+        """
+        record = self.select(execution)
+        compiled = compile_query(query, query_mode, ignore_case)
+        if record.output.dropped:
+            return SearchOutcome(record, None)
+        find = partial(
+            search,
+            record.output.blocks(stream),
+            compiled,
+            context_before=context_before,
+            context_after=context_after,
+            max_matches=max_matches,
+            timeout_s=self.settings.search_timeout_s,
+        )
+        # A worker thread keeps a long search from blocking other tools (regex releases the GIL).
+        try:
+            return SearchOutcome(record, await anyio.to_thread.run_sync(find))
+        except OutputDropped:  # dropped to stay under the output limit while the search ran
+            return SearchOutcome(record, None)
 
     async def wait(
         self, record: ExecutionRecord, timeout_s: float, *, silence_s: float | None = None
@@ -559,7 +475,16 @@ class Session:
         run = NotebookRun(view.shown, tuple(by_id[cell_id] for cell_id in chosen), stop_on_error)
         if run.cells:
             self._notebook_run = run
-            await self._tg.start(self._run_cells, run)
+            await self._tg.start(
+                partial(
+                    run_cells,
+                    run,
+                    self._bound(),
+                    submit=self._submit_cell,
+                    save=self.settings.save_outputs,
+                    on_done=self._notebook_run_done,
+                )
+            )
         else:
             run.done.set()
         return run
@@ -614,56 +539,13 @@ class Session:
             binding.absorb(_notebook_answer(answer), numbers)
         return True
 
-    async def _run_cells(
-        self, run: NotebookRun, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Run the cells one by one; reports started once the first one is accepted (or failed)."""
-        binding = self._bound()
-        started = False
-        next_save = anyio.current_time() + _SAVE_EVERY_S
-        try:
-            for cell in run.cells:
-                if run.stop_requested:
-                    break
-                try:
-                    record = await self.submit(cell.source, cell=cell)
-                except WarmkernelError as exc:
-                    if not run.stop_requested:  # an interrupt or a reset came while it was submitted
-                        run.failure = exc
-                    break
-                run.current = (cell, record)
-                if not started:
-                    task_status.started()
-                    started = True
-                await record.done.wait()
-                outputs = binding.finish_run(record)
-                run.results.append((cell, record))
-                run.current = None
-                if not self.settings.save_outputs:
-                    run.saves[cell.id] = ("not_saved", "")
-                else:
-                    run.to_save[cell.id] = CellOutputs(cell.source, record.number, outputs)
-                    if anyio.current_time() >= next_save:
-                        await self._save_outputs(run, binding)
-                        next_save = anyio.current_time() + _SAVE_EVERY_S
-                if record.state is not ExecutionState.COMPLETED and (
-                    run.stop_on_error or record.state is not ExecutionState.ERROR
-                ):
-                    break
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._save_outputs(run, binding)
-            self._notebook_run = None
-            run.done.set()
-            if not started:
-                task_status.started()
+    async def _submit_cell(self, cell: NotebookCell) -> ExecutionRecord:
+        """Run one cell of the bound notebook as the next execution (for the notebook runner)."""
+        return await self.submit(cell.source, cell=cell)
 
-    async def _save_outputs(self, run: NotebookRun, binding: NotebookBinding) -> None:
-        batch, run.to_save = run.to_save, {}
-        if batch:
-            saves = await anyio.to_thread.run_sync(save_outputs, binding.path, batch)
-            run.saves.update(saves)
-            binding.record_saves(saves)
+    def _notebook_run_done(self) -> None:
+        """The notebook run starts no further cell: other cells may run again."""
+        self._notebook_run = None
 
 
 def _busy(running: ExecutionRecord, consequence: str) -> WarmkernelError:

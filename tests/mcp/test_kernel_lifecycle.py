@@ -117,14 +117,14 @@ async def test_records_stay_readable_after_reset(fresh_client: FreshClient) -> N
         assert "kernel generation: 1" in await call(client, "python_execution_status", execution=1)
 
 
-async def test_missing_interpreter_fails_every_call_with_kernel_start_failed(
+async def test_missing_interpreter_fails_every_call_with_python_not_usable(
     fresh_client: FreshClient,
 ) -> None:
     async with fresh_client(python="/nonexistent/python3") as client:
         for _ in range(2):
             code, message = await call_error(client, "run_python", freeform="1")
-            assert code == "kernel_start_failed"
-            assert "/nonexistent/python3" in message
+            assert code == "python_not_usable"
+            assert message == "/nonexistent/python3 does not exist or is not executable"
         assert "kernel: failed" in await call(client, "python_status")
 
 
@@ -135,7 +135,7 @@ async def test_interpreter_without_ipykernel_is_named_with_the_fix(
     python = str(tmp_path / "bare" / "bin" / "python")
     async with fresh_client(python=python) as client:
         code, message = await call_error(client, "run_python", freeform="1")
-        assert code == "kernel_start_failed"
+        assert code == "python_not_usable"
         assert f"{python} has no ipykernel" in message and "pip install ipykernel" in message
 
 

@@ -218,7 +218,7 @@ async def test_a_dropped_websocket_reconnects_and_keeps_state_and_output(
 async def test_a_wrong_token_is_refused_with_the_fix(fresh_client: FreshClient, relay: Relay) -> None:
     async with fresh_client(jupyter_url=relay.url, jupyter_token="wrong") as client:
         code, message = await call_error(client, "run_python", freeform="1")
-        assert code == "kernel_start_failed"
+        assert code == "jupyter_server_refused"
         assert "refused" in message and "--jupyter-token" in message
 
 

@@ -131,4 +131,4 @@ async def test_initialize_does_not_wait_for_the_kernel(tmp_path: Path) -> None:
         assert "run_python" in {tool.name for tool in tools.tools}
         result = await client.call_tool("run_python", {"freeform": "1"})
         assert result.is_error
-        assert text_of(result).startswith("kernel_start_failed: ")
+        assert text_of(result).startswith("python_not_usable: ")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -64,6 +64,19 @@ class KernelPlace:
     kernel_id: str | None = None
     cwd: str | None = None
     """The working directory of a kernel on a server, as it reports it (a local kernel's is the workspace)."""
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What python_status reports about the current kernel."""
+
+    generation: Generation
+    state: str
+    """`starting`, `ready` or `failed`."""
+    error: str = ""
+    place: KernelPlace = field(default_factory=KernelPlace)
+    spare_kernels_ready: int | None = None
+    """Spare kernels started and waiting for a reset; None when the session keeps none."""
 
 
 class Kernel(ABC):

@@ -1,0 +1,59 @@
+"""OutputBudget: the disk space all executions' spilled output may take, and who gives it back.
+
+Each execution's output and images move to disk past a threshold; every byte written there is
+counted here. Past the limit, the output of the oldest executions that spilled is dropped
+(their counts stay, reads say it was dropped), never the output of the one still writing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from warmkernel.execution.output_log import Spill
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.types import ExecutionNumber
+
+log = logging.getLogger(__name__)
+
+
+class OutputBudget:
+    """Holds spilled output under `limit_bytes` by dropping the oldest executions' output."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        threshold_bytes: int,
+        limit_bytes: int,
+        record_of: Callable[[ExecutionNumber], ExecutionRecord],
+    ) -> None:
+        self._directory = directory
+        self._threshold_bytes = threshold_bytes
+        self._limit_bytes = limit_bytes
+        self._record_of = record_of
+        """The record numbered N; a log writes to disk only once its record is registered."""
+        self._spilled_bytes = 0
+        """Bytes of every execution's output still on disk."""
+        self._on_disk: deque[ExecutionRecord] = deque()
+        """Records with spilled output, oldest first: the order their output is dropped in."""
+
+    def spill(self, number: ExecutionNumber) -> Spill:
+        """Where execution `number`'s output and images go past the threshold, counted against the limit."""
+        return Spill(self._directory, self._threshold_bytes, partial(self._count, number))
+
+    def _count(self, writer: ExecutionNumber, written: int) -> None:
+        """Count a write; past the limit drop the oldest other executions' output.
+
+        The writer's own output is never dropped here: it is running, or finishing right now.
+        """
+        if not self._on_disk or self._on_disk[-1].number != writer:
+            self._on_disk.append(self._record_of(writer))
+        self._spilled_bytes += written
+        while self._spilled_bytes > self._limit_bytes and self._on_disk[0].number != writer:
+            oldest = self._on_disk.popleft()
+            self._spilled_bytes -= oldest.output.drop() + oldest.displays.drop()
+            log.info("dropped the output of execution %d to stay under the output limit", oldest.number)

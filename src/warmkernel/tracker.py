@@ -1,0 +1,164 @@
+"""ExecutionTracker: the inbox of one execute request, turning kernel events into a record's output and state.
+
+The tracker owns the record while it runs: it appends output, asks for and answers input,
+interrupts, and decides when the execution is over. An execution is over when the
+execute_reply *and* the idle status are in (output may trail the reply); a request cut short
+by an interrupt goes idle without replying, so idle alone ends it after a grace time. It talks
+back to the session only through the callbacks it was built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import Any
+
+import anyio
+
+from warmkernel.execution.record import ExecutionRecord, InputPrompt
+from warmkernel.kernel.base import Kernel
+from warmkernel.kernel.channel import (
+    ClearOutput,
+    Display,
+    Error,
+    Event,
+    ExecuteInput,
+    InputRequest,
+    Reply,
+    Result,
+    Status,
+    Stream,
+)
+from warmkernel.types import ExecutionState, MsgId
+
+REPLY_AFTER_IDLE_S = 2.0
+"""IOPub and shell are separate sockets: a reply may trail the idle status a little. A request
+whose handler was cut short by an interrupt publishes idle but never replies at all."""
+INPUT_SETTLE_S = 0.05
+"""The kernel flushes stdout before it asks for input, but that output travels on IOPub and the
+question on stdin: give the output a moment to land, so a reply shows it above the prompt."""
+
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+"""Runs a coroutine function in the background, in the session's task group."""
+
+
+class ExecutionTracker:
+    """Follows one execute request of `kernel` into `record`, until the record finishes."""
+
+    def __init__(
+        self,
+        record: ExecutionRecord,
+        kernel: Kernel,
+        *,
+        spawn: Spawn,
+        on_finish: Callable[[ExecutionTracker], None],
+        reply_after_idle_s: float = REPLY_AFTER_IDLE_S,
+        input_settle_s: float = INPUT_SETTLE_S,
+    ) -> None:
+        self.record = record
+        self.kernel = kernel
+        self.msg_id = MsgId("")
+        """Set once the request is sent; the channel stops routing it when the record finishes."""
+        self._spawn = spawn
+        self._on_finish = on_finish
+        self._reply_after_idle_s = reply_after_idle_s
+        self._input_settle_s = input_settle_s
+        self._started = False
+        self._interrupt_requested = False
+        self._interrupts = 0
+        self._reply: Reply | None = None
+        self._idle = False
+
+    def deliver(self, event: Event) -> None:
+        record = self.record
+        if record.state.finished:
+            return
+        match event:
+            case Stream(name=name, text=text):
+                record.output_arrived()
+                record.output.append(name, text)
+            case Result(data=data):
+                record.output_arrived()
+                label = f"Out[{record.number}]: "
+                record.displays.show(record.output, data, now=record.last_output, label=label)
+            case Display(data=data, update=update, display_id=display_id):
+                record.output_arrived()
+                record.displays.show(
+                    record.output, data, now=record.last_output, display_id=display_id, update=update
+                )
+            case Error(ename=ename, evalue=evalue, traceback=traceback):
+                record.output_arrived()
+                record.error_name, record.error_value = ename, evalue
+                record.output.append("traceback", _line("\n".join(traceback)))
+            case ClearOutput(wait=wait):
+                record.displays.clear(record.output, wait=wait)
+            case InputRequest(prompt=prompt, password=password):
+                self._spawn(partial(self._ask_input, InputPrompt(prompt, password), self._interrupts))
+            case ExecuteInput():
+                self._started = True
+                if self._interrupt_requested:
+                    self.kernel.interrupt()
+            case Status(state="idle"):
+                self._idle = True
+                if self._reply is None:
+                    self._spawn(self._finish_without_reply)
+            case Reply() as reply:
+                self._reply = reply
+            case Status():
+                pass
+        if self._reply is not None and self._idle:
+            self.finish(_state_of(self._reply, self._interrupt_requested))
+
+    async def _ask_input(self, prompt: InputPrompt, interrupts: int) -> None:
+        await anyio.sleep(self._input_settle_s)
+        # An interrupt sent meanwhile ends input() before anyone could answer it.
+        if self.record.state is ExecutionState.RUNNING and self._interrupts == interrupts:
+            self.record.ask_input(prompt)
+
+    async def _finish_without_reply(self) -> None:
+        await anyio.sleep(self._reply_after_idle_s)
+        if not self.record.state.finished and self._reply is None:
+            state = ExecutionState.INTERRUPTED if self._interrupt_requested else ExecutionState.ERROR
+            self.finish(state, reason="the kernel went idle without replying")
+
+    def interrupt(self) -> None:
+        """Interrupt now if the code is running, else as soon as it starts.
+
+        ipykernel ignores SIGINT between requests, so a signal sent before the kernel
+        picked the cell up would be lost.
+        """
+        self._interrupt_requested = True
+        self._interrupts += 1
+        if self.record.state is ExecutionState.AWAITING_INPUT:
+            self._end_prompt("")  # SIGINT ends input() with KeyboardInterrupt
+        if self._started:
+            self.kernel.interrupt()
+
+    def answer(self, text: str) -> None:
+        """Send the answer to the pending prompt; the transcript shows it unless it is a password."""
+        self._end_prompt(text)
+        self.kernel.channel.input(text)
+
+    def _end_prompt(self, answer: str) -> None:
+        """Write the prompt line as a terminal would show it (a password is never written)."""
+        prompt = self.record.input_answered()
+        self.record.output_arrived()
+        self.record.output.append("stdout", prompt.text + ("" if prompt.password else answer) + "\n")
+
+    def finish(self, state: ExecutionState, reason: str = "") -> None:
+        """End the record as `state` (e.g. `died` with the exit reason); later events are dropped."""
+        self.kernel.channel.forget(self.msg_id)
+        self.record.finish(state, reason=reason)
+        self._on_finish(self)
+
+
+def _line(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _state_of(reply: Reply, interrupt_requested: bool) -> ExecutionState:
+    if reply.status == "ok":
+        return ExecutionState.COMPLETED
+    if reply.ename == "KeyboardInterrupt" or reply.status == "aborted" or interrupt_requested:
+        return ExecutionState.INTERRUPTED
+    return ExecutionState.ERROR

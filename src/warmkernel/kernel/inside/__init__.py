@@ -21,10 +21,10 @@ from typing import Literal
 Program = Literal["common", "inspection", "notebook", "parent_watch"]
 Part = Literal["inspection", "notebook"]
 """A program that answers the server's questions."""
-Module = Literal["common", "inspection", "notebook"]
+Resident = Literal["common", "inspection", "notebook"]
 """A program that lives in a module of the kernel."""
 
-MODULES: dict[Module, str] = {
+MODULES: dict[Resident, str] = {
     "common": "_warmkernel_common",
     # The inspection program keeps its first name: a warmkernel installed in the kernel, of any
     # version, finds the summarizer registry by it (`warmkernel.inspection`).
@@ -33,16 +33,17 @@ MODULES: dict[Module, str] = {
 }
 """Where each program lives in the kernel's `sys.modules`."""
 INSPECTION_MODULE = MODULES["inspection"]
+_SYS_MODULES = "__import__('sys').modules"
 
 
-def path(program: Program) -> Path:
+def _path(program: Program) -> Path:
     return Path(__file__).with_name(f"{program}.py")
 
 
 @functools.cache
 def text(program: Program) -> str:
     """The program's source, as sent to the kernel (or run beside it)."""
-    return path(program).read_text(encoding="utf-8")
+    return _path(program).read_text(encoding="utf-8")
 
 
 def inspection_install_code(summarizers: Sequence[str]) -> str:
@@ -81,19 +82,16 @@ def _install_code(part: Part, start: str) -> str:
     )
 
 
-def _loaded(program: Module) -> str:
+def _loaded(program: Resident) -> str:
     """An expression: a new module `MODULES[program]` that ran the program's text, registered."""
     name = MODULES[program]
     return (
         "(lambda module: (\n"
-        f"    exec(compile({text(program)!r}, {str(path(program))!r}, 'exec'), module.__dict__),\n"
+        f"    exec(compile({text(program)!r}, {str(_path(program))!r}, 'exec'), module.__dict__),\n"
         f"    {_SYS_MODULES}.__setitem__({name!r}, module),\n"
         "    module,\n"
         f"))(__import__('types').ModuleType({name!r}))[-1]"
     )
-
-
-_SYS_MODULES = "__import__('sys').modules"
 
 
 def _module(name: str) -> str:

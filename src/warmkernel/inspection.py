@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import sys
 
-from warmkernel.kernel._kernel_helper_source import MODULE_NAME, Summarizer
+from warmkernel.kernel.inside import INSPECTION_MODULE
+from warmkernel.kernel.inside.inspection import Summarizer
 
 __all__ = ["Summarizer", "summarizer"]
 
 
 def summarizer(func: Summarizer) -> Summarizer:
     """Register `func` with the helper of the kernel this runs in (if any) and return it."""
-    helper = sys.modules.get(MODULE_NAME)
+    helper = sys.modules.get(INSPECTION_MODULE)
     if helper is None:
         return func
     return helper.summarizer(func)

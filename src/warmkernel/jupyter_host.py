@@ -27,6 +27,7 @@ import httpx2
 import psutil
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.kernel import inside
 from warmkernel.kernel.launch import RuntimeRoot, kernel_command, kernel_environment
 from warmkernel.kernel.local import kill_process_tree
 
@@ -107,27 +108,13 @@ async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> 
         runtime.remove()
 
 
-# `python -m jupyter_server`, plus what a kernel's `parent_handle` gives: once the process that
-# started it is gone (a daemon killed with SIGKILL cannot stop it), the server SIGTERMs itself,
-# which shuts its kernels down.
-_SERVER_MAIN = """\
-import os, signal, sys, threading, time
-from jupyter_server.serverapp import launch_new_instance
-parent = os.getppid()
-def stop_when_orphaned():
-    while os.getppid() == parent:
-        time.sleep(1)
-    os.kill(os.getpid(), signal.SIGTERM)
-threading.Thread(target=stop_when_orphaned, daemon=True).start()
-launch_new_instance()
-"""
-
-
 def _argv(root_dir: Path, port: int) -> list[str]:
+    """`python -m jupyter_server`, run by the parent watch: the server stops once we are gone."""
     argv = [
         sys.executable,
         "-c",
-        _SERVER_MAIN,
+        inside.text("parent_watch"),  # as text: with a path, its directory would shadow packages
+        "jupyter_server",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",

@@ -210,6 +210,26 @@ async def test_scratch_run_python_that_rebinds_a_name_makes_its_readers_stale(
         assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_stale",)}
 
 
+async def test_one_hook_pair_serves_inspection_and_notebook_after_a_rebind(
+    tmp_path: Path, open_notebook: Any
+) -> None:
+    write_notebook(tmp_path / NB, [("a", "x = 1\n_seed = 2"), ("b", "y = x + 1"), ("c", "z = _seed")])
+    async with open_notebook as client:
+        await run_cells(client)
+        number, _ = await run(client, "x = 100")
+        await run(client, "_seed = 3")  # `_` names a cell reads are versioned too
+        assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_changed",)}
+        listing = await facts(client, "list_python_variables")
+        assert {row["name"]: row["execution"] for row in listing["variables"]}["x"] == number
+        for event in ("pre_run_cell", "post_run_cell"):
+            hooks = await value(
+                client,
+                f"[f.__module__ for f in get_ipython().events.callbacks[{event!r}]"
+                " if f.__module__.startswith('_warmkernel')]",
+            )
+            assert hooks == "['_warmkernel_common']", event
+
+
 async def test_in_place_mutation_is_seen_for_lists_and_big_dataframes(
     tmp_path: Path, open_notebook: Any
 ) -> None:

@@ -1,28 +1,22 @@
-"""The server's half of the kernel-side helper: the code that installs it, the questions put to
-it, and its answers, parsed once into typed values.
+"""The server's half of the kernel-side inspection helper: the code that installs it, the
+questions put to it, and its answers, parsed once into typed values.
 
-The helper itself (`_kernel_helper_source.py`) runs inside the kernel. It is read here as text
-and injected silently at every kernel start, so it works in an interpreter that does not have
+The helper itself (`kernel/inside/inspection.py`) runs inside the kernel; `kernel.inside` loads
+it silently at every kernel start, as text, so it works in an interpreter that does not have
 warmkernel installed. Questions are user expressions of a silent execute request: they leave
 `In`, `Out`, `_`, the history and the execution count untouched.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TypedDict
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.kernel import _kernel_helper_source
+from warmkernel.kernel import inside
 from warmkernel.kernel.channel import ExpressionValue
-
-MODULE_NAME = _kernel_helper_source.MODULE_NAME
-_SOURCE_FILE = Path(_kernel_helper_source.__file__)
-_HELPER = f"__import__('sys').modules[{MODULE_NAME!r}]"
 
 MAX_PATH_CHARS = 200
 _PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
@@ -53,26 +47,9 @@ Summary = dict[str, Any]
 """`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts."""
 
 
-@functools.cache
-def _source(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
 def install_code(summarizers: Sequence[str]) -> str:
     """Silent code that loads the helper into its own module and starts it; binds no user name."""
-    return load_code(_SOURCE_FILE, MODULE_NAME, f"install(get_ipython(), {list(summarizers)!r})")
-
-
-def load_code(source_file: Path, module_name: str, start: str) -> str:
-    """Silent code that runs a kernel-side source file as module `module_name`, then calls
-    `module.<start>`; binds no user name."""
-    return (
-        "(lambda module: (\n"
-        f"    exec(compile({_source(source_file)!r}, {str(source_file)!r}, 'exec'), module.__dict__),\n"
-        f"    __import__('sys').modules.__setitem__({module_name!r}, module),\n"
-        f"    module.{start},\n"
-        f"))(__import__('types').ModuleType({module_name!r}))"
-    )
+    return inside.inspection_install_code(summarizers)
 
 
 def check_path(name: str) -> str:
@@ -87,11 +64,11 @@ def check_path(name: str) -> str:
 
 
 def list_expression(include_modules: bool, budget_s: float) -> str:
-    return f"{_HELPER}.list_variables({include_modules!r}, {budget_s!r})"
+    return inside.question("inspection", f"list_variables({include_modules!r}, {budget_s!r})")
 
 
 def inspect_expression(path: str, budget_s: float) -> str:
-    return f"{_HELPER}.inspect_variable({check_path(path)!r}, {budget_s!r})"
+    return inside.question("inspection", f"inspect_variable({check_path(path)!r}, {budget_s!r})")
 
 
 def read_listing(value: ExpressionValue) -> VariableListing:
@@ -114,7 +91,7 @@ def read_summary(value: ExpressionValue) -> Summary:
 
 def _answer(value: ExpressionValue) -> dict[str, Any]:
     if value.status != "ok":
-        if value.ename == "KeyError" and MODULE_NAME in value.evalue:
+        if inside.is_not_loaded(value.ename, value.evalue, "inspection"):
             raise WarmkernelError(
                 "inspection_failed",
                 "the kernel-side helper is not loaded in this kernel (it failed at kernel start; "

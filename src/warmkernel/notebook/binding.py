@@ -2,10 +2,10 @@
 
 Owns which `.ipynb` the session serves, the last run of each of its code cells in the
 current kernel (`CellRun`), the names' versions as last fetched from the kernel, the manual
-file watches, and the I/O at the rim of the pure staleness model: the questions put to the
-kernel-side notebook helper (`kernel/_kernel_notebook_source.py`, loaded when the first
-notebook cell runs in a kernel), their answers, the file stamps, and the write-back of a
-cell's outputs. `Session` runs the cells and calls these; `staleness.evaluate` decides.
+file watches, and the I/O at the rim of the pure staleness model: what to ask the kernel-side
+notebook helper and when (`kernel/notebook_helper.py` words the questions and reads the
+answers), the file stamps, and the write-back of a cell's outputs. `Session` runs the cells
+and calls these; `staleness.evaluate` decides.
 
 Files are hashed here, not in the kernel: the kernel reports a file's size and mtime_ns as a
 cell opened it, and the server hashes the file when it next looks. While size and mtime are
@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.kernel import _kernel_notebook_source
+from warmkernel.kernel import notebook_helper
 from warmkernel.kernel.channel import Inbox
-from warmkernel.kernel.helper import load_code
 from warmkernel.notebook.analysis import analyze
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
@@ -44,9 +42,6 @@ HASH_LIMIT_BYTES = 64 * 1024 * 1024
 """Larger files are not hashed: their size and mtime stand for their content."""
 UNSEEN = "unseen"
 """The digest of a read whose file changed before the server hashed it: it equals no real one."""
-_MODULE = _kernel_notebook_source.MODULE_NAME
-_HELPER = f"__import__('sys').modules[{_MODULE!r}]"
-_HELPER_FILE = Path(_kernel_notebook_source.__file__)
 _CHUNK = 1024 * 1024
 
 SaveOutcome = Literal[
@@ -187,12 +182,8 @@ class NotebookBinding:
         analysis = analyze(cell.source)
         names = analysis.reads | analysis.optional_reads | analysis.defines | analysis.mutates
         reads = analysis.reads | analysis.optional_reads
-        code = (
-            ""
-            if self._helper_generation == self.generation
-            else load_code(_HELPER_FILE, _MODULE, "install(get_ipython())")
-        )
-        return code, f"{_HELPER}.begin({number}, {sorted(names)!r}, {sorted(reads)!r})"
+        load = self._helper_generation != self.generation
+        return notebook_helper.begin_request(load, number, names, reads)
 
     def start_run(
         self, cell: NotebookCell, record: ExecutionRecord, answer: str, inbox: Inbox
@@ -200,8 +191,7 @@ class NotebookBinding:
         """The kernel tracks `cell` as `record` now (`answer` holds the versions of what it reads);
         the inbox to send its events to, which collects its outputs for the file."""
         self._helper_generation = self.generation
-        versions = _json(answer)["read_versions"]
-        read_versions = {name: ExecutionNumber(version) for name, version in versions.items()}
+        read_versions = notebook_helper.read_begin(answer)
         outputs = OutputCollector(inbox, record.number)
         self._started[record.number] = _Started(cell.id, source_hash(cell.source), read_versions, outputs)
         return outputs
@@ -228,16 +218,16 @@ class NotebookBinding:
         if self._helper_generation != self.generation:
             return None
         numbers = sorted(self._unfetched)
-        return f"{_HELPER}.facts({numbers!r})", numbers
+        return notebook_helper.facts_expression(numbers), numbers
 
     def absorb(self, answer: str, numbers: Sequence[ExecutionNumber]) -> None:
         """Take the kernel's versions and the file reads of the runs asked about."""
-        facts = _json(answer)
-        self.versions = {name: ExecutionNumber(version) for name, version in facts["versions"].items()}
+        facts = notebook_helper.read_facts(answer)
+        self.versions = facts.versions
         own = str(self.path)  # rewritten by every write-back: no cell depends on it
-        for key, files in facts["files"].items():
-            reads = self._reads.setdefault(ExecutionNumber(int(key)), {})
-            reads.update((path, (size, mtime)) for path, (size, mtime) in files.items() if path != own)
+        for number, files in facts.files.items():
+            reads = self._reads.setdefault(number, {})
+            reads.update((path, seen) for path, seen in files.items() if path != own)
         self._unfetched.difference_update(numbers)
 
     def record_saves(self, saves: Mapping[str, Saved]) -> None:
@@ -326,15 +316,6 @@ def _read_stamp(seen: tuple[int, int], now: FileStamp | None) -> FileStamp:
     if now is not None and (now.size, now.mtime_ns) == seen:
         return now
     return FileStamp(seen[0], seen[1], UNSEEN)
-
-
-def _json(answer: str) -> dict[str, Any]:
-    try:
-        return json.loads(answer)
-    except ValueError as exc:
-        raise WarmkernelError(
-            "internal_error", f"the kernel-side notebook helper sent no JSON: {answer[:200]!r}"
-        ) from exc
 
 
 def save_outputs(path: Path, batch: Mapping[str, CellOutputs]) -> dict[str, Saved]:

@@ -1,12 +1,12 @@
 """The kernel side of variable inspection: runs inside the user's kernel, never in the server.
 
-Owns, inside the kernel: which execution last rebound each user name, the list of user
-variables, bounded typed summaries of one variable (with a time budget that really stops the
-work), and the registry of user summarizers. The server reads this file as text and injects
-it at kernel start (`warmkernel.kernel.helper.install_code`), so it imports only the standard
-library and runs on any Python from 3.10 on, also where warmkernel is not installed. Its one
-home is the module `sys.modules[MODULE_NAME]`; nothing it defines enters the user's namespace.
-Every answer is a JSON text, bounded in size: no summary ever returns the whole object.
+Owns, inside the kernel: the list of user variables, bounded typed summaries of one variable
+(with a time budget that really stops the work), and the registry of user summarizers. Which
+execution last rebound each name comes from `common`, handed over at install. The server reads
+this file as text and loads it at kernel start (`warmkernel.kernel.inside`), so it imports only
+the standard library and runs on any Python from 3.10 on, also where warmkernel is not
+installed; it lives in its own module, outside the user's namespace. Every answer is a dict that
+`common.answer` turns into JSON, bounded in size: no summary ever returns the whole object.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import difflib
 import functools
 import importlib
 import inspect
-import json
 import math
 import reprlib
 import signal
@@ -29,9 +28,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import islice
 from typing import Any, cast
-
-MODULE_NAME = "_warmkernel_helper"
-"""Where the injected helper lives in the kernel's `sys.modules`."""
 
 Summarizer = Callable[[Any], "Mapping[str, Any] | None"]
 
@@ -56,9 +52,8 @@ _ARRAY_MODULES = frozenset({"numpy", "pandas", "polars", "torch", "xarray", "jax
 _SIZED = (list, tuple, dict, set, frozenset, str, bytes, bytearray, collections.deque)
 
 _shell: Any = None
-_before: dict[str, int] = {}
-_rebound: dict[str, int] = {}
-"""User name -> the execution that last bound it to a new object."""
+_rebound: Mapping[str, int] = {}
+"""User name -> the execution that last bound it to a new object (`common.rebound`)."""
 _registry: dict[str, Summarizer] = {}
 """Summarizers registered with the decorator, by `module:qualname` (a re-run cell replaces its own)."""
 _configured: list[str] = []
@@ -73,52 +68,16 @@ class _NotFound(Exception):
     """A name or attribute on the requested path does not exist."""
 
 
-class JsonText:
-    """An answer whose plain-text form is the JSON itself, so the server reads it unquoted."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
+# -- installation ------------------------------------------------------------------------------
 
 
-# -- installation and tracking ----------------------------------------------------------------
-
-
-def install(shell: Any, summarizers: list[str]) -> None:
-    """Start tracking rebinds and offer `from warmkernel.inspection import summarizer`."""
-    global _shell
+def install(shell: Any, rebound: Mapping[str, int], summarizers: list[str]) -> None:
+    """Answer from `shell`'s namespace and offer `from warmkernel.inspection import summarizer`."""
+    global _shell, _rebound
     _shell = shell
+    _rebound = rebound
     _configured[:] = summarizers
-    shell.events.register("pre_run_cell", _pre_run_cell)
-    shell.events.register("post_run_cell", _post_run_cell)
     _offer_decorator()
-
-
-def _ids() -> dict[str, int]:
-    # object.__hash__ is identity, like id(), without a `builtins.id` audit event per name
-    identity = object.__hash__
-    return {name: identity(value) for name, value in _shell.user_ns.items() if not name.startswith("_")}
-
-
-def _pre_run_cell(info: object = None) -> None:
-    _before.clear()
-    _before.update(_ids())
-
-
-def _post_run_cell(result: object = None) -> None:
-    # warmkernel keeps IPython's execution_count equal to its own execution number.
-    number = getattr(result, "execution_count", None)
-    if number is None and getattr(getattr(result, "info", None), "store_history", False):
-        _shell.execution_count += 1  # IPython skips counting a blank cell; warmkernel numbers it
-    after = _ids()
-    if isinstance(number, int):
-        for name, ident in after.items():
-            if _before.get(name) != ident:
-                _rebound[name] = number
-    for name in [name for name in _rebound if name not in after]:
-        del _rebound[name]
 
 
 def summarizer(func: Summarizer) -> Summarizer:
@@ -151,7 +110,7 @@ def _offer_decorator() -> None:
 # -- answers ----------------------------------------------------------------------------------
 
 
-def list_variables(include_modules: bool, budget_s: float) -> JsonText:
+def list_variables(include_modules: bool, budget_s: float) -> dict[str, Any]:
     """User names (no `_` names, no IPython internals, no modules unless asked), sorted."""
     namespace = _shell.user_ns
     hidden = _shell.user_ns_hidden
@@ -186,17 +145,16 @@ def list_variables(include_modules: bool, budget_s: float) -> JsonText:
                 row["shape"], row["length"] = _shape_and_length(value)
     except (_Timeout, KeyboardInterrupt):  # the server interrupts work that outlived the budget
         status = "timeout"
-    answer = {
+    return {
         "status": "ok",
         "variables": rows,
         "total": len(names),
         "modules_hidden": modules_hidden,
         "summary_status": status,
     }
-    return _answer(answer)
 
 
-def inspect_variable(path: str, budget_s: float) -> JsonText:
+def inspect_variable(path: str, budget_s: float) -> dict[str, Any]:
     """A bounded typed summary of `name` or `name.attr.attr`; nothing else is evaluated."""
     summary: dict[str, Any] = {"name": path, "type": None, "size_bytes": None, "summary_status": "ok"}
     if path in _rebound:
@@ -210,16 +168,12 @@ def inspect_variable(path: str, budget_s: float) -> JsonText:
     except (_Timeout, KeyboardInterrupt):  # the server interrupts work that outlived the budget
         summary.update(summary_status="timeout", budget_s=budget_s)
     except _NotFound as exc:
-        return _answer({"status": "not_found", "message": str(exc)})
+        return {"status": "not_found", "message": str(exc)}
     except Exception as exc:
-        return _answer({"status": "error", "message": f"evaluating {path} raised {_exception(exc)}"})
+        return {"status": "error", "message": f"evaluating {path} raised {_exception(exc)}"}
     else:
         summary.update((key, item) for key, item in details.items() if key not in summary)
-    return _answer({"status": "ok", "summary": _jsonable(summary)})
-
-
-def _answer(answer: dict[str, Any]) -> JsonText:
-    return JsonText(json.dumps(answer, allow_nan=False))
+    return {"status": "ok", "summary": _jsonable(summary)}
 
 
 _NOT_THERE = object()

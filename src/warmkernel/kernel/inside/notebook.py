@@ -2,21 +2,23 @@
 
 Owns, inside the kernel: the version of every user name (the execution that last rebound or
 mutated it), the change checks that see in-place mutation, and the files each notebook cell
-opened for reading. The server injects this file as text the first time a notebook cell runs
-in a kernel (`warmkernel.notebook.binding`), so a session that never binds a notebook pays
-nothing for it. Like the inspection helper it imports only the standard library, runs on any
-Python from 3.10 on, and lives in `sys.modules[MODULE_NAME]`, outside the user's namespace.
+opened for reading. The server loads this file as text the first time a notebook cell runs
+in a kernel (`warmkernel.kernel.inside`), so a session that never binds a notebook pays
+nothing for it. Like the inspection program it imports only the standard library, runs on any
+Python from 3.10 on, and lives in its own module, outside the user's namespace.
 
 Versions. After every execution (notebook cells and `run_python` alike, also ones that raise
 or are interrupted) each name bound to a new object, and each watched name whose fingerprint
 changed, gets that execution's number; unbound names are dropped. Names some notebook cell
-read or defined are watched. A fingerprint is bounded, so it is cheap for a big DataFrame: the
-length and the identity of up to 32 items of a list, dict, set or tuple (the first and last
-16), the attributes of an object, three levels deep and at most 256 objects per name; for
-numpy arrays the shape, dtype, strides, data pointer and 1024 evenly spaced elements; for
-pandas objects the shape, labels, dtypes and a value hash of 64 evenly spaced rows (of up to
-64 columns). So a change to one element of a big array or frame outside those samples can go
-unseen. Numbers, strings, functions, classes and modules are only checked for rebinding.
+read or defined are watched. `common` walks the namespace once and tells this program after
+every execution; only watched names starting with `_`, which its walk skips, are looked up
+here. A fingerprint is bounded, so it is cheap for a big DataFrame: the length and the
+identity of up to 32 items of a list, dict, set or tuple (the first and last 16), the
+attributes of an object, three levels deep and at most 256 objects per name; for numpy arrays
+the shape, dtype, strides, data pointer and 1024 evenly spaced elements; for pandas objects
+the shape, labels, dtypes and a value hash of 64 evenly spaced rows (of up to 64 columns).
+So a change to one element of a big array or frame outside those samples can go unseen.
+Numbers, strings, functions, classes and modules are only checked for rebinding.
 
 Files. A Python audit hook sees every `open` (and `io.open_code`, so imports count) in the
 process. It is installed once per kernel and does almost nothing while no cell is tracked.
@@ -35,20 +37,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.util
-import json
 import os
 import site
 import stat
 import sys
 import sysconfig
 import types
+from collections.abc import Mapping
 from itertools import islice
 from typing import Any
-
-MODULE_NAME = "_warmkernel_notebook"
-"""Where the injected notebook helper lives in the kernel's `sys.modules`."""
-INSPECTION_MODULE = "_warmkernel_helper"
-"""The inspection helper, whose record of rebinds seeds the versions."""
 
 ITEMS = 32
 NODES = 256
@@ -62,15 +59,16 @@ _UNCHANGING = (*_IMMUTABLE, type, types.ModuleType, types.FunctionType, types.Bu
 """Values that only rebinding can change (as far as a fingerprint could tell): not checked."""
 _identity = object.__hash__
 """An object's identity, as `id` would give it, without the `builtins.id` audit event that would
-call our own audit hook once per name after every execution."""
+call our own audit hook once per fingerprinted item."""
 
 _shell: Any = None
-_before: dict[str, int] = {}
+_private_before: dict[str, int] = {}
+"""Watched names starting with `_` -> their identity before the execution."""
 _versions: dict[str, int] = {}
 """User name -> the execution that last rebound or mutated it (0: bound before tracking began)."""
 _watched: set[str] = set()
 _watched_private: set[str] = set()
-"""Watched names that start with `_`, which the cheap namespace walk skips otherwise."""
+"""Watched names that start with `_`, which `common`'s namespace walk skips."""
 _prints: dict[str, int] = {}
 """Watched name -> the fingerprint of its value after the last execution (if it can change)."""
 _armed: list[Any] = [None, ()]
@@ -85,31 +83,21 @@ _module_sources: dict[str, tuple[int, int]] = {}
 _excluded: list[str] = []
 
 
-class JsonText:
-    """An answer whose plain-text form is the JSON itself, so the server reads it unquoted."""
+def install(shell: Any, rebound: Mapping[str, int]) -> None:
+    """Start versioning names from `common.rebound` and watching opens; called once per kernel.
 
-    def __init__(self, answer: dict[str, Any]) -> None:
-        self.text = json.dumps(answer)
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def install(shell: Any) -> None:
-    """Start versioning names and watching opens; called once per kernel."""
+    `common.follow(cell_started, cell_ended)` then keeps the versions current."""
     global _shell
     _shell = shell
-    inspection = sys.modules.get(INSPECTION_MODULE)
-    _versions.update(getattr(inspection, "_rebound", {}))
-    for name in _user_ids():
-        _versions.setdefault(name, 0)
+    _versions.update(rebound)
+    for name in shell.user_ns:
+        if not name.startswith("_"):
+            _versions.setdefault(name, 0)
     _excluded[:] = _excluded_roots()
-    shell.events.register("pre_run_cell", _pre_run_cell)
-    shell.events.register("post_run_cell", _post_run_cell)
     sys.addaudithook(_audit)
 
 
-def begin(number: int, names: list[str], reads: list[str]) -> JsonText:
+def begin(number: int, names: list[str], reads: list[str]) -> dict[str, Any]:
     """Track the next execution as notebook cell `number`; the versions of the names it reads."""
     namespace = _shell.user_ns
     for name in names:
@@ -122,47 +110,46 @@ def begin(number: int, names: list[str], reads: list[str]) -> JsonText:
             _watch_value(name, namespace[name])
     _armed[:] = [number, tuple(names)]
     read_versions = {name: _versions[name] for name in reads if name in _versions}
-    return JsonText({"read_versions": read_versions})
+    return {"read_versions": read_versions}
 
 
-def facts(numbers: list[int]) -> JsonText:
+def facts(numbers: list[int]) -> dict[str, Any]:
     """Every name's version, and the files read by the given notebook executions (handed over once)."""
     files = {str(number): _cell_files.pop(number) for number in numbers if number in _cell_files}
-    return JsonText({"versions": _versions, "files": files})
+    return {"versions": _versions, "files": files}
 
 
 # -- versions ----------------------------------------------------------------------------------
 
 
-def _user_ids() -> dict[str, int]:
+def _private_ids() -> dict[str, int]:
     namespace = _shell.user_ns
-    ids = {name: _identity(value) for name, value in namespace.items() if not name.startswith("_")}
-    for name in _watched_private:
-        if name in namespace:
-            ids[name] = _identity(namespace[name])
-    return ids
+    return {name: _identity(namespace[name]) for name in _watched_private if name in namespace}
 
 
-def _pre_run_cell(info: object = None) -> None:
-    _before.clear()
-    _before.update(_user_ids())
+def cell_started() -> None:
+    """Before an execution: note the watched `_` names, and track file reads of a notebook cell."""
+    _private_before.clear()
+    _private_before.update(_private_ids())
     if _armed[0] is not None:
         _opened[0] = {}
         _written.clear()
 
 
-def _post_run_cell(result: object = None) -> None:
-    number = getattr(result, "execution_count", None)
-    after = _user_ids()
-    if isinstance(number, int):
+def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str, int]) -> None:
+    """After an execution (`before` and `after` are `common`'s walks): version what changed."""
+    if _watched_private:
+        before = {**before, **_private_before}
+        after = {**after, **_private_ids()}
+    if number is not None:
         namespace = _shell.user_ns
         for name, ident in after.items():
-            if _before.get(name) != ident:
+            if before.get(name) != ident:
                 _versions[name] = number
                 if name in _watched:
                     _watch_value(name, namespace[name])
         for name, fingerprint in list(_prints.items()):
-            if name in after and after[name] == _before.get(name):
+            if name in after and after[name] == before.get(name):
                 now = _fingerprint(namespace[name])
                 if now != fingerprint:
                     _versions[name] = number

@@ -1,0 +1,88 @@
+"""What the programs inside the kernel share: the one JSON answer format and the one pair of cell hooks.
+
+Owns, inside the kernel: the hooks around every execution, registered once however many programs
+ask, and what they see. Before and after each execution the user namespace is walked once (names
+not starting with `_`, by identity); after it, each name bound to a new object gets that
+execution's number in `rebound` (unbound names are dropped), and every follower (the notebook
+program) is told with the same two walks, so no program walks the namespace again. The server
+loads this file as text before any other program (`warmkernel.kernel.inside`), as its own module
+outside the user's namespace; it imports only the standard library and runs on Python 3.10+.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Ids = Mapping[str, int]
+"""User name -> the identity of its value."""
+CellStarted = Callable[[], None]
+CellEnded = Callable[[int | None, Ids, Ids], None]
+"""Told the execution's number (None when IPython gave it none) and the walks before and after it."""
+
+rebound: dict[str, int] = {}
+"""User name -> the execution that last bound it to a new object."""
+_shell: Any = None
+_before: dict[str, int] = {}
+_followers: list[tuple[CellStarted, CellEnded]] = []
+_identity = object.__hash__
+"""An object's identity, as `id` would give it, without a `builtins.id` audit event per name (which
+the notebook program's audit hook would see)."""
+
+
+class JsonText:
+    """An answer whose plain-text form is the JSON itself, so the server reads it unquoted."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def answer(fields: Mapping[str, Any]) -> JsonText:
+    """Every program's answer to the server: strict JSON (a NaN is a bug upstream, not a value)."""
+    return JsonText(json.dumps(fields, allow_nan=False))
+
+
+def install(shell: Any) -> None:
+    """Hook into every execution; a second call (another program's install) changes nothing."""
+    global _shell
+    if _shell is not None:
+        return
+    _shell = shell
+    shell.events.register("pre_run_cell", _pre_run_cell)
+    shell.events.register("post_run_cell", _post_run_cell)
+
+
+def follow(started: CellStarted, ended: CellEnded) -> None:
+    """Call `started` before every execution and `ended` after it, with the walks of this module."""
+    _followers.append((started, ended))
+
+
+def _user_ids() -> dict[str, int]:
+    return {name: _identity(value) for name, value in _shell.user_ns.items() if not name.startswith("_")}
+
+
+def _pre_run_cell(info: object = None) -> None:
+    _before.clear()
+    _before.update(_user_ids())
+    for started, _ in _followers:
+        started()
+
+
+def _post_run_cell(result: object = None) -> None:
+    # warmkernel keeps IPython's execution_count equal to its own execution number.
+    number = getattr(result, "execution_count", None)
+    if number is None and getattr(getattr(result, "info", None), "store_history", False):
+        _shell.execution_count += 1  # IPython skips counting a blank cell; warmkernel numbers it
+    after = _user_ids()
+    if isinstance(number, int):
+        for name, ident in after.items():
+            if _before.get(name) != ident:
+                rebound[name] = number
+    for name in rebound.keys() - after.keys():
+        del rebound[name]
+    for _, ended in _followers:
+        ended(number if isinstance(number, int) else None, _before, after)

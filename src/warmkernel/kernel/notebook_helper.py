@@ -1,0 +1,70 @@
+"""The server's half of the kernel-side notebook helper: the code that loads it, the questions put
+to it, and its answers, parsed once into typed values.
+
+The helper itself (`kernel/inside/notebook.py`) runs inside the kernel; it is loaded, as text,
+just before the first notebook cell runs in a kernel, so a session that never binds a notebook
+pays nothing for it. `NotebookBinding` decides what to ask and keeps what it learns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.kernel import inside
+from warmkernel.types import ExecutionNumber
+
+FileReads = dict[str, tuple[int, int]]
+"""Path -> (size, mtime_ns) as a cell saw the file when it first opened it."""
+
+
+@dataclass(frozen=True)
+class NotebookFacts:
+    """What the kernel knows after its last execution."""
+
+    versions: dict[str, ExecutionNumber]
+    """User name -> the execution that last rebound or mutated it (0: before tracking began)."""
+    files: dict[ExecutionNumber, FileReads]
+    """The files read by each notebook execution asked about (each handed over once)."""
+
+
+def begin_request(
+    load: bool, number: ExecutionNumber, names: Iterable[str], reads: Iterable[str]
+) -> tuple[str, str]:
+    """The silent code (which loads the helper when `load`) and expression to send just before a
+    notebook cell that uses `names` and reads `reads` runs as `number`."""
+    code = inside.notebook_install_code() if load else ""
+    return code, inside.question("notebook", f"begin({number}, {sorted(names)!r}, {sorted(reads)!r})")
+
+
+def read_begin(answer: str) -> dict[str, ExecutionNumber]:
+    """The versions of the names the cell reads, as the kernel had them when it began."""
+    return {name: ExecutionNumber(version) for name, version in _json(answer)["read_versions"].items()}
+
+
+def facts_expression(numbers: Sequence[ExecutionNumber]) -> str:
+    """The expression that fetches every version and the file reads of the executions `numbers`."""
+    return inside.question("notebook", f"facts({list(numbers)!r})")
+
+
+def read_facts(answer: str) -> NotebookFacts:
+    facts = _json(answer)
+    return NotebookFacts(
+        versions={name: ExecutionNumber(version) for name, version in facts["versions"].items()},
+        files={
+            ExecutionNumber(int(key)): {path: (size, mtime) for path, (size, mtime) in files.items()}
+            for key, files in facts["files"].items()
+        },
+    )
+
+
+def _json(answer: str) -> dict[str, Any]:
+    try:
+        return json.loads(answer)
+    except ValueError as exc:
+        raise WarmkernelError(
+            "internal_error", f"the kernel-side notebook helper sent no JSON: {answer[:200]!r}"
+        ) from exc

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -19,14 +18,11 @@ from typing import Any, TypedDict
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel import _kernel_helper_source
 from warmkernel.kernel.channel import ExpressionValue
+from warmkernel.tool_specs import check_path
 
 MODULE_NAME = _kernel_helper_source.MODULE_NAME
 _SOURCE_FILE = Path(_kernel_helper_source.__file__)
 _HELPER = f"__import__('sys').modules[{MODULE_NAME!r}]"
-
-MAX_PATH_CHARS = 200
-_PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
-"""An identifier, or identifiers joined by dots (`df`, `df.columns`, `model.config`)."""
 
 
 class VariableRow(TypedDict):
@@ -73,17 +69,6 @@ def load_code(source_file: Path, module_name: str, start: str) -> str:
         f"    module.{start},\n"
         f"))(__import__('types').ModuleType({module_name!r}))"
     )
-
-
-def check_path(name: str) -> str:
-    """`name` if it is an identifier or a dotted attribute path; `invalid_name` otherwise."""
-    if len(name) > MAX_PATH_CHARS or not _PATH.fullmatch(name):
-        raise WarmkernelError(
-            "invalid_name",
-            f"{name[:MAX_PATH_CHARS]!r} is not a variable name; give an identifier or a dotted attribute "
-            'path such as "df" or "df.columns" (nothing else is evaluated)',
-        )
-    return name
 
 
 def list_expression(include_modules: bool, budget_s: float) -> str:

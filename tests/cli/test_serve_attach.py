@@ -138,7 +138,7 @@ def test_start_serve_refuses_a_live_session_that_has_no_jupyter_server(cli: Cli)
     assert cli("start").returncode == 0
     refused = cli("start", "--serve")
     assert refused.returncode == 1
-    assert refused.stderr.startswith("warmkernel: daemon_error: session ")
+    assert refused.stderr.startswith("warmkernel: daemon_error: daemon ")
     assert "`warmkernel stop` it, then `warmkernel start --serve` again" in refused.stderr
 
 

@@ -9,28 +9,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from warmkernel import __version__
-from warmkernel.client import ToolOutcome, call_tool, connect, locate
+from warmkernel.client import ToolOutcome, locate, open_daemon
 from warmkernel.config import Settings, load_summarizers
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, start_daemon, stop_daemon
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
-from warmkernel.execution.directive import parse_directives
-from warmkernel.http_transport import Endpoint, check_bind, new_token
-from warmkernel.jupyter_host import check_available
-from warmkernel.process import Face, run_server
+from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.scaffold import SNIPPETS, init_project
+from warmkernel.tool_specs import TOOLS, Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.workspace import CONFIG_ENV, Workspace, resolve_workspace
+
+if TYPE_CHECKING:
+    from warmkernel.process import Face
+
+# Server-side modules (the process, the session, the kernel, uvicorn) are imported inside the
+# serving verbs only: a client verb is a short-lived process that should load none of them.
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4
 _STATE_EXIT = {
@@ -40,25 +46,78 @@ _STATE_EXIT = {
     "awaiting_input": EXIT_RUNNING,
 }
 
-EXAMPLES = """\
-examples:
-  warmkernel run "x = 41; x + 1"        run a cell in this workspace's kernel
-  warmkernel run -f analysis.py         run a file as one cell
-  warmkernel wait 3 --timeout 120       wait for execution 3
-  warmkernel read 3 --lines -20:        the last 20 lines of execution 3
-  warmkernel search "Traceback" -A 5    search the latest execution
-  warmkernel nb status analysis.ipynb   which notebook cells are stale, and why
-  warmkernel nb run analysis.ipynb      re-run exactly the stale cells
-  warmkernel start analysis.ipynb       a daemon whose kernel has run the notebook's cells
-  warmkernel start --serve              the same, on a Jupyter Server JupyterLab or VS Code attaches to
-  warmkernel inspect df                 a typed summary of df, without running a cell
-  warmkernel mcp                        serve the tools over stdio (what MCP hosts launch)
-  warmkernel serve --port 8801          serve the tools over Streamable HTTP
-"""
+_LOCAL_EXAMPLES = {
+    "sessions": "warmkernel sessions                     the live daemons of this user",
+    "start": "warmkernel start analysis.ipynb        a daemon whose kernel has run the notebook's cells\n"
+    "warmkernel start --serve               the same, on a Jupyter Server JupyterLab or VS Code attaches to",
+    "stop": "warmkernel stop                        stop this workspace's daemon",
+    "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)",
+    "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
+    "init": "warmkernel init                        set the project up for agents",
+}
+_EXAMPLE_WIDTH = 36
+_NB_HELP = "notebook mode: which cells are stale, re-running them, file watches"
+_NB_DESCRIPTION = (
+    "Notebook mode on this workspace's kernel: NB is a .ipynb file. A kernel serves one notebook."
+)
+_RUN = "run_python"
+_STATE_VERBS = frozenset({"run", "input", "wait", "show", "nb run"})
+"""Verbs whose exit status follows the execution's state."""
+_EXIT_STATUSES = "exit status: 0 completed, 1 error, 2 usage, 3 still running, 4 interrupted/killed/died"
+
+
+@dataclass(frozen=True)
+class _Directive:
+    """A `run` flag that becomes a directive line of the cell, unless the cell sets its own."""
+
+    flag: str
+    directive: str
+    field: str
+    """The `Directives` field the directive sets."""
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--")
+
+
+_RUN_DIRECTIVES = (
+    _Directive(
+        "--timeout",
+        "--wait",
+        "wait_seconds",
+        "wait up to S seconds in all (default: the server's wait, 10 s)",
+    ),
+    _Directive(
+        "--silence",
+        "--silence",
+        "silence_seconds",
+        "also return once the cell has printed nothing for S seconds",
+    ),
+)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Show defaults and keep the examples' line breaks."""
+    """Show the defaults that mean something (not None, not a flag's on/off) and keep line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0:  # a flag's default is its absence
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _example(text: str, heading: str = "example") -> str:
+    """Example lines, `command  what it does`, the explanations in one column (a long command
+    puts its explanation on the next line)."""
+    rows = [re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()]
+    width = min(max(len(row[0]) for row in rows), _EXAMPLE_WIDTH) + 2
+    lines = [f"{heading}:"]
+    for command, *what in rows:
+        if len(command) + 2 > width and what:
+            lines += [f"  {command}", f"  {'':<{width}}{what[0]}"]
+        else:
+            lines.append(f"  {command:<{width}}{''.join(what)}".rstrip())
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -213,11 +272,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _parser() -> argparse.ArgumentParser:
+    examples = [verb.example for tool in TOOLS for verb in tool.verbs] + list(_LOCAL_EXAMPLES.values())
     parser = argparse.ArgumentParser(
         prog="warmkernel",
         description="A persistent, observable IPython kernel for AI coding agents, over MCP, and the same "
         "kernel from the command line.",
-        epilog=EXAMPLES,
+        epilog=_example("\n".join(examples), "examples"),
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"warmkernel {__version__}")
@@ -238,114 +298,30 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=help,
             description=description or help,
+            epilog=_example(_LOCAL_EXAMPLES[name]),
             parents=[client] if parents else [],
             formatter_class=_HelpFormatter,
         )
 
-    run = verb(
-        "run",
-        "run a cell and wait for it",
-        "Run CODE (or a file, or stdin with -) as one cell in this workspace's kernel. Exit status: 0 "
-        "completed, 1 error, 2 usage, 3 still running, 4 interrupted/killed/died.",
-    )
-    run.add_argument("code", nargs="?", metavar="CODE", help="the cell's source; - reads it from stdin")
-    run.add_argument("-f", "--file", type=Path, help="read the cell from FILE")
-    run.add_argument(
-        "--timeout",
-        type=float,
-        metavar="S",
-        help="wait up to S seconds in all (default: the server's wait, 10 s)",
-    )
+    nb_verbs: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
+    for tool in TOOLS:
+        for tool_verb in tool.verbs:
+            if tool_verb.words[0] != "nb":
+                _add_tool_verb(verbs, tool, tool_verb, client)
+                continue
+            if nb_verbs is None:
+                notebook = verbs.add_parser(
+                    "nb",
+                    help=_NB_HELP,
+                    description=_NB_DESCRIPTION,
+                    epilog=_example(
+                        "\n".join(v.example for t in TOOLS for v in t.verbs if v.words[0] == "nb")
+                    ),
+                    formatter_class=_HelpFormatter,
+                )
+                nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
+            _add_tool_verb(nb_verbs, tool, tool_verb, client)
 
-    wait = verb("wait", "wait for an execution to finish")
-    wait.add_argument(
-        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
-    )
-    wait.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait")
-
-    answer = verb("input", "answer the prompt of a cell waiting in input() or getpass()")
-    answer.add_argument("text", metavar="TEXT", help="the answer, without a trailing newline")
-    answer.add_argument(
-        "--execution", type=int, metavar="N", help="the waiting execution (default: the running one)"
-    )
-    verb("status", "the workspace, interpreter and kernel of the daemon")
-    show = verb("show", "an execution's reply, as the model reads it")
-    show.add_argument(
-        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
-    )
-
-    read = verb("read", "read an execution's output by line range")
-    read.add_argument(
-        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
-    )
-    read.add_argument(
-        "--stream",
-        default="combined",
-        choices=("combined", "stdout", "stderr", "result", "traceback"),
-        help="which stream",
-    )
-    read.add_argument("--lines", metavar="A:B", help='1-based, inclusive: "20:40", ":10", "-10:"')
-    read.add_argument("--max-chars", type=int, metavar="K", help="clip each line to K characters")
-
-    search = verb("search", "search an execution's output")
-    search.add_argument("query", metavar="QUERY")
-    search.add_argument(
-        "execution", nargs="?", type=int, metavar="N", help="default: the running or latest one"
-    )
-    mode = search.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--regex", dest="query_mode", action="store_const", const="regex", help="QUERY is a regex"
-    )
-    mode.add_argument(
-        "--literal", dest="query_mode", action="store_const", const="literal", help="QUERY is plain text"
-    )
-    search.add_argument("-B", "--before", type=int, default=0, metavar="K", help="context lines before")
-    search.add_argument("-A", "--after", type=int, default=0, metavar="K", help="context lines after")
-    search.add_argument("-i", "--ignore-case", action="store_true", help="match case-insensitively")
-    search.add_argument(
-        "--stream",
-        default="combined",
-        choices=("combined", "stdout", "stderr", "result", "traceback"),
-        help="which stream",
-    )
-    search.add_argument("--max-matches", type=int, default=200, metavar="N", help="matching lines to show")
-
-    variables = verb("vars", "the user's variables in the live namespace, without running a cell")
-    variables.add_argument("--modules", action="store_true", help="also list imported modules")
-    inspect = verb("inspect", "a typed summary of one variable, without running a cell")
-    inspect.add_argument("name", metavar="NAME", help='a name or dotted attribute path, e.g. "df.columns"')
-
-    notebook = verb(
-        "nb",
-        "notebook mode: which cells are stale, re-running them, file watches",
-        "Notebook mode on this workspace's kernel: NB is a .ipynb file. A kernel serves one notebook.",
-        parents=False,
-    )
-    nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
-
-    def nb_verb(name: str, help: str) -> argparse.ArgumentParser:
-        parser = nb_verbs.add_parser(
-            name, help=help, description=help, parents=[client], formatter_class=_HelpFormatter
-        )
-        parser.add_argument("notebook", metavar="NB", help="the .ipynb file")
-        return parser
-
-    nb_verb("status", "every code cell's state (fresh, stale, never_run, running), the reasons, and the plan")
-    nb_run = nb_verb("run", "run the stale cells (or --cells) in notebook order; stops at the first error")
-    nb_run.add_argument(
-        "--cells", default="stale", metavar="stale|all|ID,...", help="which cells: ids or 0-based indices"
-    )
-    nb_run.add_argument(
-        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for the run"
-    )
-    nb_watch = nb_verb("watch", "make a cell depend on a file whose reads the kernel cannot see")
-    nb_watch.add_argument("file", metavar="FILE")
-    nb_watch.add_argument("--cell", required=True, metavar="ID", help="the cell's id or 0-based index")
-
-    history = verb("history", "executions, newest first")
-    history.add_argument("--limit", type=int, default=20, metavar="N", help="how many")
-    verb("interrupt", "interrupt the running cell (SIGINT)")
-    verb("reset", "kill the kernel and everything it started; start a fresh one")
     verb("sessions", "list the live daemons of this user")
 
     start = verb(
@@ -415,8 +391,117 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tool_verb(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    tool: Tool,
+    verb: Verb,
+    client: argparse.ArgumentParser,
+) -> None:
+    """A verb's parser, made from the declaration of the tool it calls."""
+    notes = [f"{verb.help[0].upper()}{verb.help[1:]}.", f"Calls the MCP tool {tool.name}: {tool.description}"]
+    if verb.name in _STATE_VERBS:
+        notes.append(_EXIT_STATUSES)
+    parser = verbs.add_parser(
+        verb.words[-1],
+        help=verb.help,
+        description="\n\n".join(textwrap.fill(note, 100) for note in notes),
+        epilog=_example(verb.example),
+        parents=[client],
+        formatter_class=_HelpFormatter,
+    )
+    parser.set_defaults(tool=tool, tool_verb=verb)
+    for param in _offered(tool, verb):
+        _add_param(parser, param, verb.defaults.get(param.name, param.default), optional=tool.name == _RUN)
+    if tool.name == _RUN:
+        parser.add_argument("-f", "--file", type=Path, help="read the cell from FILE (CODE - reads stdin)")
+        for directive in _RUN_DIRECTIVES:
+            parser.add_argument(directive.flag, type=float, metavar="S", help=directive.help)
+
+
+def _offered(tool: Tool, verb: Verb) -> list[Param]:
+    """The tool's parameters a verb lets the caller set."""
+    return [param for param in tool.params if param.name not in verb.fixed]
+
+
+def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, optional: bool) -> None:
+    """One parameter as its spelling says; a positional the tool needs is optional only when told."""
+    spelling = param.cli
+    if spelling.consts:
+        group = parser.add_mutually_exclusive_group()
+        for flag, value, help in spelling.consts:
+            group.add_argument(flag, dest=param.name, action="store_const", const=value, help=help)
+        parser.set_defaults(**{param.name: default})
+        return
+    if isinstance(param.kind, Flag):
+        action = "store_false" if default else "store_true"
+        parser.add_argument(*spelling.flags, dest=param.name, action=action, help=param.description)
+        return
+    choices = param.kind.choices if isinstance(param.kind, Choice) else None
+    value_of = _value_of(param.kind)
+    if not spelling.flags:
+        parser.add_argument(
+            param.name,
+            nargs="?" if optional or not param.required else None,
+            default=None if param.required else default,
+            type=value_of,
+            choices=choices,
+            metavar=spelling.metavar,
+            help=param.description,
+        )
+        return
+    parser.add_argument(
+        *spelling.flags,
+        dest=param.name,
+        required=param.required,
+        default=None if param.required else default,
+        type=value_of,
+        choices=choices,
+        metavar=spelling.metavar,
+        help=param.description,
+    )
+
+
+def _value_of(kind: Kind) -> Callable[[str], Any]:
+    """What a command-line word means for a parameter of this kind (the tool checks the value)."""
+    match kind:
+        case Integer():
+            return _whole_number
+        case Seconds():
+            return float
+        case Cells():
+            return lambda text: text if text in ("stale", "all") else text.split(",")
+        case _:
+            return str
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+_DASH_VALUE_FLAGS = frozenset(
+    flag
+    for tool in TOOLS
+    for param in tool.params
+    if isinstance(param.kind, Text)
+    for flag in param.cli.flags
+)
+"""Flags whose value may start with "-" (`--lines -20:`), which argparse would take for an option."""
+
+
+def _attach_dash_values(argv: Sequence[str]) -> list[str]:
+    """`--lines -20:` as `--lines=-20:`, so that argparse reads it as the flag's value."""
+    words = list(argv)
+    for i in range(len(words) - 1):
+        if words[i] in _DASH_VALUE_FLAGS and words[i + 1].startswith("-") and words[i + 1] != "--":
+            words[i : i + 2] = [f"{words[i]}={words[i + 1]}", ""]
+    return [word for word in words if word != ""]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.verb in ("mcp", "serve"):
             return _serve(args)
@@ -440,6 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
+    from warmkernel.http_transport import Endpoint, check_bind, new_token
+    from warmkernel.process import Face
+
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s"
     )
@@ -461,6 +549,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _serve_until_signalled(settings: Settings, workspace: Workspace, face: Face) -> None:
     """Serve until stdin closes (stdio) or a signal asks us to stop; clean up either way."""
+    from warmkernel.process import run_server
+
     failure: WarmkernelError | None = None
     async with anyio.create_task_group() as tg:
 
@@ -516,6 +606,8 @@ def _start(args: argparse.Namespace) -> int:
 
 def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[str]:
     """What tells a new daemon to own a Jupyter Server (`start --serve`); refused when that cannot be."""
+    from warmkernel.jupyter_host import check_available
+
     check_available()
     if getattr(args, "jupyter_url", None) is not None:
         raise WarmkernelError(
@@ -553,8 +645,8 @@ async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolO
         "stop_on_error": False,
         "timeout_seconds": args.timeout,
     }
-    async with connect(descriptor.url, descriptor.token) as client:
-        return await call_tool(client, "run_notebook_cells", arguments)
+    async with open_daemon(descriptor.url, descriptor.token) as client:
+        return await client.call_tool("run_notebook_cells", arguments)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -587,93 +679,48 @@ _LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def _source(args: argparse.Namespace) -> str:
-    if args.file is not None and args.code is not None:
+    if args.file is not None and args.freeform is not None:
         raise WarmkernelError("invalid_arguments", "give CODE or -f FILE, not both")
     if args.file is not None:
         try:
             return args.file.read_text()
         except OSError as exc:
             raise WarmkernelError("invalid_arguments", f"cannot read {args.file}: {exc.strerror}") from exc
-    if args.code == "-":
+    if args.freeform == "-":
         return sys.stdin.read()
-    if args.code is None:
+    if args.freeform is None:
         raise WarmkernelError(
             "invalid_arguments", 'give the cell: warmkernel run "CODE", -f FILE, or - for stdin'
         )
-    return args.code
+    return args.freeform
 
 
-def _with_wait(source: str, timeout: float | None) -> str:
-    """`run --timeout S` is the cell's `--wait` directive, unless the cell has its own."""
+def _with_directives(source: str, args: argparse.Namespace) -> str:
+    """`run --timeout S --silence S` as the cell's directives, except those the cell sets itself."""
     try:
-        if timeout is None or parse_directives(source).wait_seconds is not None:
-            return source
+        own = parse_directives(source)
     except WarmkernelError:
         return source  # the server reports the bad directive
-    return f"{source.rstrip(chr(10))}\n# warmkernel: --wait {timeout:g}"
+    lines = [
+        f"{PREFIX} {directive.directive} {getattr(args, directive.dest):g}"
+        for directive in _RUN_DIRECTIVES
+        if getattr(args, directive.dest) is not None and getattr(own, directive.field) is None
+    ]
+    return "\n".join([source.rstrip("\n"), *lines]) if lines else source
 
 
-def _tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """The tool and arguments a client verb stands for."""
-    match args.verb:
-        case "run":
-            return "run_python", {"freeform": _with_wait(_source(args), args.timeout)}
-        case "wait":
-            return "wait_python", {"execution": args.execution, "timeout_seconds": args.timeout}
-        case "status":
-            return "python_status", {}
-        case "show":
-            return "wait_python", {"execution": args.execution, "timeout_seconds": 0}
-        case "read":
-            return "read_python_output", {
-                "execution": args.execution,
-                "stream": args.stream,
-                "line_range": args.lines,
-                "max_chars": args.max_chars,
-            }
-        case "search":
-            return "search_python_output", {
-                "query": args.query,
-                "execution": args.execution,
-                "stream": args.stream,
-                "query_mode": args.query_mode or "auto",
-                "context_before": args.before,
-                "context_after": args.after,
-                "ignore_case": args.ignore_case,
-                "max_matches": args.max_matches,
-            }
-        case "history":
-            return "list_python_executions", {"limit": args.limit}
-        case "vars":
-            return "list_python_variables", {"include_modules": args.modules}
-        case "inspect":
-            return "inspect_python_variable", {"name": args.name}
-        case "nb":
-            return _notebook_call(args)
-        case "input":
-            return "send_python_input", {"text": args.text, "execution": args.execution}
-        case "interrupt":
-            return "interrupt_python", {}
-        case "reset":
-            return "reset_python", {}
-    raise AssertionError(args.verb)
-
-
-def _notebook_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    path = _notebook_path(args.notebook)
-    match args.nb_verb:
-        case "status":
-            return "notebook_status", {"path": path}
-        case "run":
-            cells = args.cells if args.cells in ("stale", "all") else args.cells.split(",")
-            return "run_notebook_cells", {"path": path, "cells": cells, "timeout_seconds": args.timeout}
-        case "watch":
-            return "watch_notebook_file", {
-                "path": path,
-                "file": str(Path.cwd() / args.file),
-                "cell": args.cell,
-            }
-    raise AssertionError(args.nb_verb)
+def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
+    """The tool a client verb stands for, and its checked arguments."""
+    tool: Tool = args.tool
+    verb: Verb = args.tool_verb
+    arguments = dict(verb.fixed)
+    for param in _offered(tool, verb):
+        value = getattr(args, param.name)
+        arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd else value
+    if tool.name == _RUN:
+        arguments["freeform"] = _with_directives(_source(args), args)
+    tool.parse(arguments)  # a bad value is refused here, before a daemon is found or started
+    return tool, arguments
 
 
 def _notebook_path(given: str) -> str:
@@ -684,10 +731,10 @@ def _notebook_path(given: str) -> str:
 async def _client_verb(args: argparse.Namespace) -> int:
     tool, arguments = _tool_call(args)
     descriptor = locate(Path.cwd(), args.daemon)
-    live_line = tool == "run_python" and sys.stdout.isatty() and not args.json
-    async with connect(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
-        outcome = await call_tool(client, tool, arguments)
-    attach = args.verb == "status" and outcome.error_code is None
+    live_line = tool.name == _RUN and sys.stdout.isatty() and not args.json
+    async with open_daemon(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
+        outcome = await client.call_tool(tool.name, arguments)
+    attach = tool.name == "python_status" and outcome.error_code is None
     if args.json:
         where = {"jupyter_url": descriptor.jupyter_url, "jupyter_lab_url": descriptor.jupyter_lab_url}
         print(json.dumps(outcome.data | (where if attach else {}), indent=2))
@@ -695,7 +742,7 @@ async def _client_verb(args: argparse.Namespace) -> int:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
         print("\n".join([outcome.text, *(_jupyter_lines(descriptor) if attach else [])]))
-    return _exit_status(f"nb {args.nb_verb}" if args.verb == "nb" else args.verb, outcome)
+    return _exit_status(args.tool_verb.name, outcome)
 
 
 def _exit_status(verb: str, outcome: ToolOutcome) -> int:
@@ -703,7 +750,7 @@ def _exit_status(verb: str, outcome: ToolOutcome) -> int:
         if outcome.error_code == "busy":
             return EXIT_RUNNING
         return EXIT_USAGE if outcome.error_code in CALLER_MISTAKES else EXIT_ERROR
-    if verb not in ("run", "input", "wait", "show", "nb run"):
+    if verb not in _STATE_VERBS:
         return EXIT_OK
     return _STATE_EXIT.get(outcome.data.get("state", ""), EXIT_STOPPED)
 

@@ -105,3 +105,12 @@ async def test_bad_arguments_have_stable_codes(
     await run(client, "pass")
     result = await client.call_tool(tool, arguments)
     assert result.is_error and text_of(result).split(":")[0] == code
+
+
+async def test_structured_mode_gives_an_errors_code_and_message_as_data(fresh_client: FreshClient) -> None:
+    async with fresh_client(result_mode="structured") as structured:
+        result = await structured.call_tool("list_python_executions", {"limit": 0})
+    assert result.is_error
+    code, message = text_of(result).split(": ", 1)
+    assert result.structured_content == {"error": {"code": "invalid_limit", "message": message}}
+    assert code == "invalid_limit"

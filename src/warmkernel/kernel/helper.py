@@ -10,17 +10,13 @@ warmkernel installed. Questions are user expressions of a silent execute request
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel import inside
 from warmkernel.kernel.channel import ExpressionValue
-
-MAX_PATH_CHARS = 200
-_PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
-"""An identifier, or identifiers joined by dots (`df`, `df.columns`, `model.config`)."""
+from warmkernel.tool_specs import check_path
 
 
 class VariableRow(TypedDict):
@@ -50,17 +46,6 @@ Summary = dict[str, Any]
 def install_code(summarizers: Sequence[str]) -> str:
     """Silent code that loads the helper into its own module and starts it; binds no user name."""
     return inside.inspection_install_code(summarizers)
-
-
-def check_path(name: str) -> str:
-    """`name` if it is an identifier or a dotted attribute path; `invalid_name` otherwise."""
-    if len(name) > MAX_PATH_CHARS or not _PATH.fullmatch(name):
-        raise WarmkernelError(
-            "invalid_name",
-            f"{name[:MAX_PATH_CHARS]!r} is not a variable name; give an identifier or a dotted attribute "
-            'path such as "df" or "df.columns" (nothing else is evaluated)',
-        )
-    return name
 
 
 def list_expression(include_modules: bool, budget_s: float) -> str:

@@ -13,7 +13,7 @@ from warmkernel.config import Settings
 Argument = str | int | float | bool | None
 
 
-def call(tool: str, **arguments: Argument) -> str:
+def call(tool: str, /, **arguments: Argument) -> str:
     """`tool(name=value, ...)` with each argument as JSON, in the order given."""
     written = (f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in arguments.items())
     return f"{tool}({', '.join(written)})"

@@ -1,0 +1,67 @@
+"""The inline budget: which lines of a finished cell's combined output its reply shows.
+
+Within `inline_max_lines` and `inline_max_chars` everything after the last clear_output is
+shown; past either, the head and the tail, with one line between them naming the omitted
+range and the call that reads it.
+"""
+
+from __future__ import annotations
+
+from warmkernel.config import Settings
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.present.hints import call
+from warmkernel.present.reads import dropped
+from warmkernel.present.reply import clip
+
+Shown = list[tuple[int | None, str]]
+"""Lines of an inline reply, each with its 0-based combined line number (None for our notes)."""
+
+
+def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int] | None]:
+    """The combined lines shown inline, and the omitted [first, last] line numbers if any.
+
+    Only what follows the last clear_output is shown, without the states of a display that a
+    later state replaced and without the text/plain of an image (its caption stands for it).
+    """
+    output = record.output
+    if output.dropped:
+        return [(None, dropped(record))], None
+    total = output.line_count("combined")
+    start = min(record.displays.cleared_before, total)
+    hidden = record.displays.hidden_lines()
+
+    def visible(lo: int, hi: int) -> Shown:
+        return [(i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden]
+
+    cleared: Shown = []
+    if start:
+        read = call("read_python_output", execution=record.number, line_range=f"1:{start}")
+        what = "line 1 was" if start == 1 else f"lines 1-{start} were"
+        cleared = [(None, f"[{what} cleared by clear_output; read with {read}]")]
+    max_lines, max_chars = settings.inline_max_lines, settings.inline_max_chars
+    fits = total - start <= max_lines and output.char_count("combined") + total <= max_chars
+    if fits or record.directives.full_output:
+        return cleared + visible(start, total), None
+    head = _fit(visible(start, min(total, start + max_lines // 2)), max_chars // 2)
+    head_end = head[-1][0] + 1 if head and head[-1][0] is not None else start
+    tail = _fit(visible(max(head_end, total - max_lines // 2), total)[::-1], max_chars // 2)[::-1]
+    tail_start = tail[0][0] if tail and tail[0][0] is not None else total
+    first, last = head_end + 1, tail_start
+    if first > last:
+        return cleared + head + tail, None
+    note = (
+        f"... lines {first}-{last} of {total} omitted; read them with "
+        f"{call('read_python_output', execution=record.number, line_range=f'{first}:{last}')} ..."
+    )
+    return [*cleared, *head, (None, note), *tail], [first, last]
+
+
+def _fit(lines: Shown, budget: int) -> Shown:
+    """Leading lines that fit in `budget` characters; the last one clipped if it overflows."""
+    kept: Shown = []
+    for index, line in lines:
+        if budget <= 0:
+            break
+        kept.append((index, clip(line, budget)))
+        budget -= len(line) + 1
+    return kept

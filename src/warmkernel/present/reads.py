@@ -1,0 +1,131 @@
+"""Replies to read_python_output and search_python_output: lines and images of an execution,
+within the per-reply limits, and what a read says once the output was dropped."""
+
+from __future__ import annotations
+
+from warmkernel.config import Settings
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.execution.search import SearchResult
+from warmkernel.present.hints import call
+from warmkernel.present.reply import Picture, Reply, clip
+from warmkernel.types import ReadableStream
+
+EMPTY_READ = "No output lines are available."
+
+
+def read_reply(
+    record: ExecutionRecord,
+    stream: ReadableStream,
+    lo: int,
+    hi: int,
+    max_chars: int | None,
+    settings: Settings,
+) -> Reply:
+    """Lines lo..hi (0-based, half-open) of a stream, within the per-reply character cap."""
+    total = record.output.line_count(stream)
+    facts = {"execution": record.number, "stream": stream, "state": record.state.value, "total_lines": total}
+    if record.output.dropped:
+        return dropped_reply(record)
+    if lo >= hi:
+        return Reply(EMPTY_READ, facts | {"first_line": None, "last_line": None, "text": ""})
+    budget = settings.read_max_chars
+    shown: list[str] = []
+    for line in record.output.iter_lines(stream, lo, hi):  # read lazily: the budget ends it
+        line = clip(line, max_chars) if max_chars is not None else line
+        if shown and len(line) + 1 > budget:
+            break
+        shown.append(clip(line, budget))
+        budget -= len(line) + 1
+    last = lo + len(shown)
+    header = f"execution {record.number} · {stream} · lines {lo + 1}-{last} of {total} ({record.state.value})"
+    parts = [header, *shown]
+    if last < hi:
+        more = call(
+            "read_python_output", execution=record.number, stream=stream, line_range=f"{last + 1}:{hi}"
+        )
+        parts.append(f"[reply limit of {settings.read_max_chars:,} characters reached; continue with {more}]")
+    data = facts | {"first_line": lo + 1, "last_line": last, "text": "\n".join(shown)}
+    return Reply("\n".join(parts), data)
+
+
+def images_reply(record: ExecutionRecord, lo: int, hi: int, settings: Settings) -> Reply:
+    """Images lo..hi (0-based, half-open, by ordinal) with their captions, within the per-reply count."""
+    images = record.displays.images
+    total = len(images)
+    facts = {
+        "execution": record.number,
+        "stream": "images",
+        "state": record.state.value,
+        "total_images": total,
+    }
+    if record.output.dropped:
+        return dropped_reply(record)
+    if lo >= hi:
+        empty = f"execution {record.number} has no images" if not total else "No images are selected."
+        return Reply(empty, facts | {"images": []})
+    chosen = images.images[lo:hi][: settings.max_images_per_reply]
+    last = lo + len(chosen)
+    parts: list[str | Picture] = []
+    for image in chosen:
+        parts += [image.caption, Picture(image.mime, images.read(image.ordinal))]
+    if last < hi:
+        more = call(
+            "read_python_output", execution=record.number, stream="images", line_range=f"{last + 1}:{hi}"
+        )
+        parts.append(f"[a reply shows at most {settings.max_images_per_reply} images; continue with {more}]")
+    header = f"execution {record.number} · images {lo + 1}-{last} of {total} ({record.state.value})"
+    first, *rest = parts
+    assert isinstance(first, str)
+    data = facts | {
+        "images": [
+            {"image": i.ordinal, "mime": i.mime, "bytes": i.size, "width": i.width, "height": i.height}
+            for i in chosen
+        ]
+    }
+    return Reply(f"{header}\n{first}", data, tuple(rest))
+
+
+def dropped(record: ExecutionRecord) -> str:
+    """What every later read of an execution says once its output was dropped."""
+    return f"output of execution {record.number} was dropped to stay under the output limit"
+
+
+def dropped_reply(record: ExecutionRecord) -> Reply:
+    """A read or search of an execution whose output was dropped."""
+    return Reply(dropped(record), {"execution": record.number, "state": record.state.value, "dropped": True})
+
+
+def search_reply(
+    record: ExecutionRecord, stream: ReadableStream, query: str, result: SearchResult, max_chars: int | None
+) -> Reply:
+    count = result.matches_total if result.matches_total is not None else f"at least {result.matches_shown}"
+    header = (
+        f"search {query!r} ({result.mode}) in execution {record.number} · {stream}: "
+        f"{count} matching line{'s' if result.matches_total != 1 else ''}"
+    )
+    body: list[str] = []
+    for index, group in enumerate(result.groups):
+        if index:
+            body.append("--")
+        body.extend(
+            f"{'M' if line.is_match else 'C'} {line.number} | "
+            + (clip(line.text, max_chars) if max_chars is not None else line.text)
+            for line in group
+        )
+    if result.matches_total is None:
+        body.append("more matches exist; counting stopped at the time budget")
+    elif result.matches_total > result.matches_shown:
+        body.append(f"{result.matches_total - result.matches_shown} more matches")
+    data = {
+        "execution": record.number,
+        "stream": stream,
+        "query": query,
+        "mode": result.mode,
+        "matches_total": result.matches_total,
+        "matches_shown": result.matches_shown,
+        "groups": [
+            [{"line": line.number, "text": line.text, "match": line.is_match} for line in g]
+            for g in result.groups
+        ],
+    }
+    return Reply("\n".join([header, *body]), data)

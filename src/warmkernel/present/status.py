@@ -1,0 +1,158 @@
+"""Replies about the kernel and its executions: python_status, python_execution_status,
+list_python_executions, interrupt_python and reset_python."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from warmkernel.config import Settings
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.kernel.base import KernelInfo
+from warmkernel.present.execution import record_facts
+from warmkernel.present.hints import call
+from warmkernel.present.reads import dropped
+from warmkernel.present.reply import Reply, clip, duration
+from warmkernel.workspace import Workspace
+
+
+def execution_status_reply(record: ExecutionRecord) -> Reply:
+    output = record.output
+    counts = {
+        stream: output.line_count(stream)
+        for stream in ("combined", "stdout", "stderr", "result", "traceback")
+    }
+    lines = [
+        f"execution {record.number}: {record.state.value}",
+        f"started: {record.started_at.isoformat(timespec='milliseconds')}",
+        f"elapsed: {duration(record.elapsed())}",
+        f"kernel generation: {record.generation}",
+    ]
+    if record.ended_at is not None:
+        lines.insert(2, f"ended: {record.ended_at.isoformat(timespec='milliseconds')}")
+    if record.error_name:
+        lines.append(f"error: {record.error_name}: {record.error_value}")
+    if record.end_reason:
+        lines.append(f"reason: {record.end_reason}")
+    if record.patch_literals:
+        lines.append(f"patch literals converted: {record.patch_literals}")
+    if output.dropped:
+        lines.append(dropped(record))
+    lines.append("lines: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    data = record_facts(record) | {
+        "started_at": record.started_at.isoformat(),
+        "ended_at": record.ended_at.isoformat() if record.ended_at else None,
+        "line_counts": counts,
+        "patch_literals": record.patch_literals,
+        "output_dropped": output.dropped,
+    }
+    return Reply("\n".join(lines), data)
+
+
+def status_reply(
+    workspace: Workspace,
+    settings: Settings,
+    kernel: KernelInfo,
+    running: ExecutionRecord | None,
+    latest: ExecutionRecord | None,
+) -> Reply:
+    resolution = workspace.resolution + (f" ({workspace.config_file})" if workspace.config_file else "")
+    place = kernel.place
+    lines = [
+        f"workspace: {workspace.path}",
+        f"workspace resolution: {resolution}",
+        f"interpreter: {settings.python}"
+        if settings.jupyter_url is None
+        else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
+        f"kernel: {kernel.state}, generation {kernel.generation}"
+        + (f", pid {place.pid}" if place.pid is not None else "")
+        + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
+    ]
+    if kernel.error:
+        lines.append(f"kernel error: {kernel.error}")
+    if place.connection_file:
+        lines.append(f"connection file: {place.connection_file} (attach: jupyter console --existing FILE)")
+    if kernel.spare_kernels_ready is not None:
+        lines.append(f"spare kernels: {kernel.spare_kernels_ready} of {settings.spare_kernels} ready")
+    if place.cwd is not None:
+        lines.append(f"kernel working directory: {place.cwd} (the Jupyter server's choice, on its machine)")
+        if place.cwd != str(workspace.path):
+            lines.append(
+                "limits: the kernel sees the server's files, not this workspace's; notebook mode needs "
+                "the notebook at the same path on both sides"
+            )
+    if running is not None:
+        doing = "awaiting input after" if running.prompt is not None else "running for"
+        lines.append(f"busy: execution {running.number} {doing} {duration(running.elapsed())}")
+    else:
+        lines.append("busy: no")
+    if latest is not None:
+        lines.append(f"latest execution: {latest.number} ({latest.state.value})")
+    data = {
+        "workspace": str(workspace.path),
+        "workspace_resolution": workspace.resolution,
+        "interpreter": settings.python,
+        "kernel_state": kernel.state,
+        "kernel_pid": place.pid,
+        "connection_file": str(place.connection_file) if place.connection_file else None,
+        "kernel_server_url": place.server_url,
+        "kernel_id": place.kernel_id,
+        "kernel_cwd": place.cwd,
+        "generation": kernel.generation,
+        "spare_kernels_ready": kernel.spare_kernels_ready,
+        "busy": running is not None,
+        "running_execution": running.number if running else None,
+        "latest_execution": latest.number if latest else None,
+    }
+    return Reply("\n".join(lines), data)
+
+
+def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
+    newest = list(reversed(records))[:limit]
+    if not newest:
+        return Reply("No executions yet.", {"executions": [], "total": 0})
+    rows = [
+        f"{r.number:>4}  {r.state.value:<11} {duration(r.elapsed()):>9}  "
+        f"{r.output.line_count('combined'):>7} lines  {clip(r.first_line, 80)}"
+        for r in newest
+    ]
+    more = len(records) - len(newest)
+    if more:
+        rows.append(f"({more} older executions; raise limit to see them)")
+    data = {
+        "executions": [
+            {
+                "execution": r.number,
+                "state": r.state.value,
+                "elapsed_s": round(r.elapsed(), 3),
+                "first_line": r.first_line,
+                "lines": r.output.line_count("combined"),
+            }
+            for r in newest
+        ],
+        "total": len(records),
+    }
+    return Reply("\n".join(rows), data)
+
+
+def interrupt_reply(record: ExecutionRecord | None) -> Reply:
+    if record is None:
+        return Reply(
+            "idle: no execution is running; nothing was interrupted", {"status": "idle", "execution": None}
+        )
+    text = (
+        f"interrupt_sent: SIGINT for execution {record.number}; "
+        f"call {call('wait_python', execution=record.number)} to see how it ended"
+    )
+    return Reply(text, {"status": "interrupt_sent", "execution": record.number})
+
+
+def reset_reply(killed: ExecutionRecord | None, kernel: KernelInfo, workspace: Path) -> Reply:
+    what = f"execution {killed.number} was killed" if killed else "no execution was running"
+    text = (
+        f"reset: kernel generation {kernel.generation} started in {workspace} with an empty namespace; "
+        f"{what}; earlier records stay readable"
+    )
+    return Reply(
+        text, {"generation": kernel.generation, "killed_execution": killed.number if killed else None}
+    )

@@ -1,0 +1,77 @@
+"""Replies to list_python_variables and inspect_python_variable: a table of the user's variables,
+and one variable's summary as a gist line and JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from warmkernel.kernel.helper import Summary, VariableListing
+from warmkernel.present.hints import call
+from warmkernel.present.reply import Reply, clip, columns, size
+
+
+def _extent(facts: dict[str, Any]) -> str:
+    shape, length = facts.get("shape"), facts.get("length")
+    if isinstance(shape, list):
+        return "x".join(str(n) for n in shape) or "scalar"
+    return f"len {length}" if isinstance(length, int) else ""
+
+
+def variables_reply(listing: VariableListing) -> Reply:
+    """A table of the user's variables, one per line."""
+    rows = listing["variables"]
+    table = [("name", "type", "size", "shape/len", "In")] + [
+        (
+            row["name"],
+            clip(row["type"], 48),
+            size(row["size_bytes"]),
+            _extent(dict(row)),
+            str(row["execution"]) if row["execution"] is not None else "",
+        )
+        for row in rows
+    ]
+    lines = columns(table)
+    notes = [f"{listing['total']} variable{'s' if listing['total'] != 1 else ''}"]
+    if listing["total"] > len(rows):
+        notes.append(f"the first {len(rows)} by name are shown")
+    if listing["modules_hidden"]:
+        more = call("list_python_variables", include_modules=True)
+        notes.append(f"{listing['modules_hidden']} modules not listed ({more} lists them)")
+    if listing["summary_status"] == "timeout":
+        notes.append("sizes and shapes ran out of time; the rows without them show ?")
+    if not rows:
+        lines = []
+    footer = "; ".join(notes) + f". {call('inspect_python_variable', name='NAME')} summarizes one."
+    return Reply("\n".join([*lines, footer]), dict(listing))
+
+
+def summary_reply(summary: Summary) -> Reply:
+    """A one-line gist of a variable summary, then the summary itself as JSON."""
+    gist = [f"{summary['name']}: {summary['type']}"]
+    if extent := _extent(summary):
+        gist.append(extent)
+    gist.append(size(summary["size_bytes"]))
+    if summary.get("execution") is not None:
+        gist.append(f"bound by In [{summary['execution']}]")
+    if summary["summary_status"] == "timeout":
+        gist.append(f"summary timed out after {summary.get('budget_s')} s: type and size only")
+    return Reply(" · ".join(gist) + "\n" + _json_text(summary), summary)
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """Valid JSON with one top-level key per line, and one item per line for lists and dicts of
+    containers; everything deeper stays on its line."""
+
+    def compact(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    def nested(value: Any) -> str:
+        if isinstance(value, dict) and any(isinstance(item, dict | list) for item in value.values()):
+            items = [f"  {compact(key)}: {compact(item)}" for key, item in value.items()]
+            return "{\n" + ",\n".join(items) + "\n }"
+        if isinstance(value, list) and any(isinstance(item, dict | list) for item in value):
+            return "[\n" + ",\n".join(f"  {compact(item)}" for item in value) + "\n ]"
+        return compact(value)
+
+    return "{\n" + ",\n".join(f" {compact(key)}: {nested(item)}" for key, item in data.items()) + "\n}"

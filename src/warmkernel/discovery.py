@@ -56,6 +56,16 @@ class Descriptor:
         notebook = f"  notebook {self.notebook}" if self.notebook else ""
         return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}{notebook}"
 
+    def jupyter_lines(self) -> list[str]:
+        """Where a person attaches to the daemon's kernel, when it runs on a Jupyter Server it owns."""
+        if self.jupyter_url is None:
+            return []
+        lab = self.jupyter_lab_url or "not installed here (`pip install jupyterlab`, then start again)"
+        return [
+            f"Jupyter Server: {self.jupyter_url}  (VS Code: Connect to existing Jupyter Server)",
+            f"JupyterLab:     {lab}",
+        ]
+
 
 def new_daemon_id() -> str:
     return secrets.token_hex(4)

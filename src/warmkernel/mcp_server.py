@@ -21,12 +21,25 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from warmkernel import __version__, present
+from warmkernel import __version__
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.present import Picture, Reply
+from warmkernel.present.execution import execution_reply, progress_message
+from warmkernel.present.hints import default_wait
+from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
+from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
+from warmkernel.present.reply import Picture, Reply
+from warmkernel.present.status import (
+    execution_status_reply,
+    interrupt_reply,
+    list_reply,
+    reset_reply,
+    status_reply,
+)
+from warmkernel.present.variables import summary_reply, variables_reply
 from warmkernel.session import Session
-from warmkernel.tool_specs import TOOLS, TOOLS_BY_NAME, Annotations
+from warmkernel.tool_params import WAIT, Annotations
+from warmkernel.tool_specs import TOOLS, TOOLS_BY_NAME
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +53,7 @@ inspect_python_variable instead of printing it: they answer without running a ce
 For a Jupyter notebook you edit with your file tools, notebook_status(path) tells which cells
 no longer match the kernel and why, and run_notebook_cells(path) re-runs exactly those.
 Optional directive lines at column 0 of a cell:
-`# warmkernel: --wait SECONDS` (how long run_python waits, default 10),
+`# warmkernel: --wait SECONDS` (how long run_python waits, default {wait}),
 `# warmkernel: --silence SECONDS` (also return once the cell has printed nothing for that long) and
 `# warmkernel: --full-output` (reply with all output instead of head and tail).
 Plots and images in a finished cell's reply come as image content. A cell that calls input()
@@ -75,7 +88,7 @@ async def _wait(
     async def report() -> None:
         while True:
             await anyio.sleep(session.settings.progress_interval_s)
-            await ctx.session.report_progress(record.elapsed(), None, present.progress_message(record))
+            await ctx.session.report_progress(record.elapsed(), None, progress_message(record))
 
     waited: WaitEnd | None = None
     async with anyio.create_task_group() as tg:
@@ -94,7 +107,7 @@ async def _reply_after_wait(
         wait_s if wait_s is not None else record.directives.wait_seconds or session.settings.default_wait_s
     )
     waited = await _wait(session, record, ctx, timeout_s, record.directives.silence_seconds)
-    return present.execution_reply(record, session.settings, waited=waited)
+    return execution_reply(record, session.settings, waited=waited)
 
 
 async def run_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
@@ -105,7 +118,7 @@ async def run_python(session: Session, args: dict[str, Any], ctx: ServerRequestC
 async def wait_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     record = session.select(args["execution"])
     waited = await _wait(session, record, ctx, args["timeout_seconds"], args["silence_seconds"])
-    return present.execution_reply(record, session.settings, waited=waited)
+    return execution_reply(record, session.settings, waited=waited)
 
 
 async def send_python_input(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
@@ -115,7 +128,7 @@ async def send_python_input(session: Session, args: dict[str, Any], ctx: ServerR
 
 async def python_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     records = session.records
-    return present.status_reply(
+    return status_reply(
         session.workspace,
         session.settings,
         session.kernel_info(),
@@ -127,16 +140,14 @@ async def python_status(session: Session, args: dict[str, Any], ctx: ServerReque
 async def python_execution_status(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return present.execution_status_reply(session.select(args["execution"]))
+    return execution_status_reply(session.select(args["execution"]))
 
 
 async def read_python_output(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     chosen = session.select_output(args["execution"], args["stream"], args["line_range"])
     if chosen.stream == "images":
-        return present.images_reply(chosen.record, chosen.lo, chosen.hi, session.settings)
-    return present.read_reply(
-        chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], session.settings
-    )
+        return images_reply(chosen.record, chosen.lo, chosen.hi, session.settings)
+    return read_reply(chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], session.settings)
 
 
 async def search_python_output(
@@ -153,27 +164,27 @@ async def search_python_output(
         args["max_matches"],
     )
     if found.result is None:
-        return present.dropped_reply(found.record)
-    return present.search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
+        return dropped_reply(found.record)
+    return search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
 
 
 async def interrupt_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return present.interrupt_reply(session.interrupt())
+    return interrupt_reply(session.interrupt())
 
 
 async def reset_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     killed = await session.reset()
-    return present.reset_reply(killed, session.kernel_info(), session.workspace.path)
+    return reset_reply(killed, session.kernel_info(), session.workspace.path)
 
 
 async def list_python_executions(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return present.list_reply(session.records, args["limit"])
+    return list_reply(session.records, args["limit"])
 
 
 async def notebook_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return present.notebook_status_reply(await session.notebook_status(args["path"]), session.settings)
+    return notebook_status_reply(await session.notebook_status(args["path"]), session.settings)
 
 
 async def run_notebook_cells(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
@@ -184,26 +195,26 @@ async def run_notebook_cells(session: Session, args: dict[str, Any], ctx: Server
     with anyio.move_on_after(wait_s):
         await run.done.wait()
     view = await session.notebook_status(args["path"]) if run.done.is_set() else None
-    return present.notebook_run_reply(run, view, session.settings, waited_s=wait_s)
+    return notebook_run_reply(run, view, session.settings, waited_s=wait_s)
 
 
 async def watch_notebook_file(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
     cell_id, file = await session.watch_notebook_file(args["path"], args["file"], args["cell"])
-    return present.notebook_watch_reply(await session.notebook_status(args["path"]), cell_id, file)
+    return notebook_watch_reply(await session.notebook_status(args["path"]), cell_id, file)
 
 
 async def list_python_variables(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return present.variables_reply(await session.list_variables(include_modules=args["include_modules"]))
+    return variables_reply(await session.list_variables(include_modules=args["include_modules"]))
 
 
 async def inspect_python_variable(
     session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return present.summary_reply(await session.inspect_variable(args["name"]))
+    return summary_reply(await session.inspect_variable(args["name"]))
 
 
 _HANDLERS: dict[str, Handler] = {
@@ -243,7 +254,7 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
             tools=[
                 types.Tool(
                     name=tool.name,
-                    description=tool.description,
+                    description=tool.describe(default_wait(session.settings)),
                     input_schema=tool.input_schema(),
                     output_schema={"type": "object"} if structured else None,
                     annotations=_annotations(tool.annotations),
@@ -282,7 +293,7 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
     return Server(
         "warmkernel",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS.replace(WAIT, default_wait(session.settings)),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -54,6 +54,7 @@ from warmkernel.notebook.document import NotebookCell
 from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
+from warmkernel.present import refusals
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation, ReadableStream
 from warmkernel.workspace import Workspace
@@ -266,9 +267,9 @@ class Session:
         async with self._inspection_lock:
             kernel = await self.kernel()
             if self._notebook_run is not None and (cell is None or self._notebook_run.stop_requested):
-                raise _notebook_busy(self._notebook_run, "this cell was not run")
+                raise refusals.notebook_busy(self._notebook_run, "this cell was not run")
             if self._running is not None:
-                raise _busy(self._running.record, "this cell was not run")
+                raise refusals.busy(self._running.record, "this cell was not run")
             number = ExecutionNumber(len(self._records) + 1)
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(
@@ -295,15 +296,13 @@ class Session:
         if execution is not None:
             record = self._records.get(ExecutionNumber(execution))
             if record is None:
-                raise WarmkernelError("execution_not_found", _not_found(execution, len(self._records)))
+                raise refusals.not_found(execution, len(self._records))
             return record
         if self._running is not None:
             return self._running.record
         if self._records:
             return next(reversed(self._records.values()))
-        raise WarmkernelError(
-            "execution_not_found", "no execution exists yet; run a cell with run_python first"
-        )
+        raise refusals.not_found(None, 0)
 
     def select_output(
         self, execution: int | None, stream: ReadableStream | Literal["images"], line_range: str | None
@@ -364,7 +363,7 @@ class Session:
         record = self.select(execution)
         running = self._running
         if running is None or running.record is not record or record.prompt is None:
-            raise WarmkernelError("not_awaiting_input", _not_awaiting(record, execution))
+            raise refusals.not_awaiting(record, execution)
         running.answer(text)
         return record
 
@@ -419,7 +418,7 @@ class Session:
         async with self._inspection_lock:
             kernel = await self.kernel()
             if self._running is not None:
-                raise _busy(self._running.record, f"variables cannot be {done} while a cell runs")
+                raise refusals.busy(self._running.record, f"variables cannot be {done} while a cell runs")
             return await self._evaluate_silently(kernel, expression, "inspection")
 
     async def _evaluate_silently(
@@ -437,11 +436,7 @@ class Session:
                 raise WarmkernelError(
                     "inspection_failed", f"the kernel exited during the {what}; its namespace is gone"
                 )
-            raise WarmkernelError(
-                "inspection_failed",
-                f"the kernel did not answer within {budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S:.0f} s, "
-                "even after an interrupt; it may be stuck in native code; reset_python() starts a fresh one",
-            )
+            raise refusals.unresponsive(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S)
         answer = reply.user_expressions.get("answer")
         if answer is None:
             raise WarmkernelError("inspection_failed", f"the kernel replied {reply.status} without an answer")
@@ -468,9 +463,9 @@ class Session:
         view = await self.notebook_status(path)
         chosen = select_cells(view.status, cells)
         if self._notebook_run is not None:
-            raise _notebook_busy(self._notebook_run, "no other cell was run")
+            raise refusals.notebook_busy(self._notebook_run, "no other cell was run")
         if self._running is not None:
-            raise _busy(self._running.record, "no notebook cell was run")
+            raise refusals.busy(self._running.record, "no notebook cell was run")
         by_id = {cell.id: cell for cell in view.notebook.cells}
         run = NotebookRun(view.shown, tuple(by_id[cell_id] for cell_id in chosen), stop_on_error)
         if run.cells:
@@ -504,11 +499,7 @@ class Session:
             binding.released = False
             return binding
         if binding is not None and not binding.released:
-            raise WarmkernelError(
-                "notebook_already_bound",
-                f"this session is bound to {binding.shown}; a session serves one notebook. "
-                f"reset_python() first to bind {shown}, or use another session",
-            )
+            raise refusals.already_bound(binding.shown, shown)
         self._notebook = NotebookBinding(path, shown, self._generation)
         if self.on_notebook_change is not None:
             self.on_notebook_change(path)
@@ -548,56 +539,9 @@ class Session:
         self._notebook_run = None
 
 
-def _busy(running: ExecutionRecord, consequence: str) -> WarmkernelError:
-    number = running.number
-    if running.state is ExecutionState.AWAITING_INPUT:
-        return WarmkernelError(
-            "busy",
-            f"execution {number} is waiting for input; {consequence}. Answer it with "
-            f'send_python_input(text="...", execution={number}), or interrupt_python() to stop it.',
-        )
-    return WarmkernelError(
-        "busy",
-        f"execution {number} is still running; {consequence}. "
-        f"Call wait_python(execution={number}) to wait for it, or interrupt_python() to stop it.",
-    )
-
-
-def _not_awaiting(record: ExecutionRecord, execution: int | None) -> str:
-    if execution is None and record.state.finished:
-        return (
-            f"no execution is waiting for input (the latest, {record.number}, is {record.state.value}); "
-            "send_python_input answers a cell whose reply shows a prompt"
-        )
-    if record.state is ExecutionState.RUNNING:
-        return (
-            f"execution {record.number} is running, not waiting for input; "
-            f"wait_python(execution={record.number}) replies as soon as it asks"
-        )
-    return f"execution {record.number} is {record.state.value}, not waiting for input"
-
-
-def _notebook_busy(run: NotebookRun, consequence: str) -> WarmkernelError:
-    running = (
-        f"execution {run.current[1].number} (cell {run.current[0].id})" if run.current else "between cells"
-    )
-    return WarmkernelError(
-        "busy",
-        f"run_notebook_cells is running cells of {run.shown} ({len(run.results)} of {len(run.cells)} done; "
-        f"now {running}); {consequence}. Call wait_python() to wait for the running cell, "
-        f'notebook_status(path="{run.shown}") to follow the run, or interrupt_python() to stop it.',
-    )
-
-
 def _notebook_answer(value: ExpressionValue) -> str:
     if value.status != "ok":
         raise WarmkernelError(
             "internal_error", f"the kernel-side notebook helper raised {value.ename}: {value.evalue}"
         )
     return value.text
-
-
-def _not_found(execution: int, count: int) -> str:
-    if count == 0:
-        return f"execution {execution} does not exist; no execution exists yet"
-    return f"execution {execution} does not exist; executions 1-{count} exist"

@@ -1,324 +1,30 @@
 """Every tool's one declaration: name, description, annotations, parameters and CLI verbs.
 
-From a `Param` come its MCP input schema (`Param.json_schema`), its argument check
-(`Param.check`) and its command-line spelling (`Spelling`, read by `cli.py`); from a `Tool` come
-the tool's input schema, the check of a whole call (`Tool.parse`) and its verbs (`Verb`).
-`mcp_server.py` adds the handlers, `cli.py` the argparse parsers. Pure data and checks: the CLI
-imports this module, so it loads nothing of the server (no MCP SDK, session or kernel).
+The MCP face (`mcp_server.py`) adds a handler to each; the CLI builds its verbs from them.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from warmkernel.errors import ErrorCode, WarmkernelError
+from warmkernel.tool_params import (
+    WAIT,
+    Annotations,
+    Cell,
+    Cells,
+    Choice,
+    Flag,
+    Integer,
+    Param,
+    Seconds,
+    Spelling,
+    Text,
+    Tool,
+    VariablePath,
+    Verb,
+)
 from warmkernel.types import READABLE_STREAMS
-
-REQUIRED: Any = object()
-"""The default of a parameter the caller must give."""
-
-MAX_PATH_CHARS = 200
-_PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
-"""An identifier, or identifiers joined by dots (`df`, `df.columns`, `model.config`)."""
-
-
-def check_path(name: str) -> str:
-    """`name` if it is an identifier or a dotted attribute path; `invalid_name` otherwise."""
-    if len(name) > MAX_PATH_CHARS or not _PATH.fullmatch(name):
-        raise WarmkernelError(
-            "invalid_name",
-            f"{name[:MAX_PATH_CHARS]!r} is not a variable name; give an identifier or a dotted attribute "
-            'path such as "df" or "df.columns" (nothing else is evaluated)',
-        )
-    return name
-
-
-def _fail(code: ErrorCode, name: str, value: Any, valid: str) -> WarmkernelError:
-    return WarmkernelError(code, f"{name}={value!r} is not valid; {name} must be {valid}")
-
-
-def _integer(value: Any) -> int | None:
-    """`value` as an int if it is one (JSON may send 5.0 for 5); bools are not integers."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _finite(value: Any) -> float | None:
-    """`value` as a float if it is a finite JSON number; bools are not numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _nullable(json_type: str, optional: bool) -> str | list[str]:
-    return [json_type, "null"] if optional else json_type
-
-
-# -- kinds: what a parameter's value may be --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Text:
-    """A string (or null when optional); any string is valid here, its meaning is checked later."""
-
-    code: ErrorCode = "invalid_arguments"
-    optional: bool = False
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": _nullable("string", self.optional)}
-
-    def check(self, name: str, value: Any) -> str | None:
-        if value is None and self.optional:
-            return None
-        if not isinstance(value, str):
-            raise _fail(self.code, name, value, "a string" + (" or null" if self.optional else ""))
-        return value
-
-
-@dataclass(frozen=True)
-class Integer:
-    """A whole number at least `minimum` (or null when optional)."""
-
-    code: ErrorCode
-    minimum: int
-    optional: bool = False
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": _nullable("integer", self.optional), "minimum": self.minimum}
-
-    def check(self, name: str, value: Any) -> int | None:
-        if value is None and self.optional:
-            return None
-        number = _integer(value)
-        if number is None or number < self.minimum:
-            valid = f"an integer >= {self.minimum}" + (" or null" if self.optional else "")
-            raise _fail(self.code, name, value, valid)
-        return number
-
-
-@dataclass(frozen=True)
-class Seconds:
-    """A finite number of seconds, >= 0 (> 0 when `positive`: a silence of 0 would end every wait)."""
-
-    optional: bool = False
-    positive: bool = False
-
-    def schema(self) -> dict[str, Any]:
-        bound = "exclusiveMinimum" if self.positive else "minimum"
-        return {"type": _nullable("number", self.optional), bound: 0}
-
-    def check(self, name: str, value: Any) -> float | None:
-        if value is None and self.optional:
-            return None
-        seconds = _finite(value)
-        if seconds is not None and (seconds > 0 if self.positive else seconds >= 0):
-            return seconds
-        valid = f"a finite number of seconds {'>' if self.positive else '>='} 0"
-        raise _fail("invalid_timeout", name, value, valid + (" or null" if self.optional else ""))
-
-
-@dataclass(frozen=True)
-class Flag:
-    """True or false."""
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "boolean"}
-
-    def check(self, name: str, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise _fail("invalid_arguments", name, value, "true or false")
-        return value
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One of a few strings."""
-
-    code: ErrorCode
-    choices: tuple[str, ...]
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.choices)}
-
-    def check(self, name: str, value: Any) -> str:
-        if value not in self.choices:
-            raise _fail(
-                self.code, name, value, "one of " + ", ".join(f'"{choice}"' for choice in self.choices)
-            )
-        return value
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A notebook cell: its id, or its 0-based index among the code cells."""
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": ["string", "integer"]}
-
-    def check(self, name: str, value: Any) -> str | int:
-        if isinstance(value, str):
-            return value
-        index = _integer(value)
-        if index is None:
-            raise _fail("invalid_arguments", name, value, "a cell id or a 0-based code-cell index")
-        return index
-
-
-@dataclass(frozen=True)
-class Cells:
-    """Which notebook cells: "stale", "all", or a non-empty list of cells."""
-
-    def schema(self) -> dict[str, Any]:
-        return {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "integer"]}}]}
-
-    def check(self, name: str, value: Any) -> str | list[str | int]:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and value and all(Cell().check(name, item) is not None for item in value):
-            return value
-        raise _fail(
-            "invalid_arguments", name, value, '"stale", "all", or a non-empty list of cell ids and indices'
-        )
-
-
-@dataclass(frozen=True)
-class VariablePath:
-    """A variable name or a dotted attribute path; nothing else is ever evaluated."""
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "string"}
-
-    def check(self, name: str, value: Any) -> str:
-        if not isinstance(value, str):
-            raise _fail(
-                "invalid_name", name, value, 'a variable name or dotted attribute path such as "df.columns"'
-            )
-        return check_path(value)
-
-
-Kind = Text | Integer | Seconds | Flag | Choice | Cell | Cells | VariablePath
-
-
-# -- parameters, tools and verbs -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spelling:
-    """How a parameter is written on the command line.
-
-    No `flags`: a positional argument named `metavar`. `consts`: flags that each store one choice
-    (`--regex` for query_mode="regex"). `from_cwd`: a path the CLI makes absolute, because the
-    tools resolve relative paths against the workspace, not the caller's directory.
-    """
-
-    flags: tuple[str, ...] = ()
-    metavar: str | None = None
-    consts: tuple[tuple[str, str, str], ...] = ()
-    """(flag, value, help) per flag."""
-    from_cwd: bool = False
-
-
-@dataclass(frozen=True)
-class Param:
-    """One tool parameter, declared once."""
-
-    name: str
-    kind: Kind
-    description: str
-    default: Any = REQUIRED
-    cli: Spelling = Spelling()
-
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
-    def json_schema(self) -> dict[str, Any]:
-        schema = self.kind.schema() | {"description": self.description}
-        if not self.required:
-            schema["default"] = self.default
-        return schema
-
-    def check(self, value: Any) -> Any:
-        return self.kind.check(self.name, value)
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """MCP tool annotations as plain data (the world a tool touches is always closed)."""
-
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = True
-
-
-@dataclass(frozen=True)
-class Verb:
-    """A CLI verb that calls the tool: `words` like ("read",) or ("nb", "run").
-
-    `fixed` are arguments the verb always sends (its parser does not offer them); `defaults`
-    replace a tool default on the command line only.
-    """
-
-    words: tuple[str, ...]
-    help: str
-    example: str
-    """`warmkernel ...` lines, each with what it does."""
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return " ".join(self.words)
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    params: tuple[Param, ...]
-    annotations: Annotations
-    verbs: tuple[Verb, ...]
-
-    def input_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {p.name: p.json_schema() for p in self.params},
-            "additionalProperties": False,
-        }
-        required = [p.name for p in self.params if p.required]
-        if required:
-            schema["required"] = required
-        return schema
-
-    def parse(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Check every argument and fill in defaults; unknown or missing ones are `invalid_arguments`."""
-        known = {p.name for p in self.params}
-        unknown = sorted(set(arguments) - known)
-        if unknown:
-            raise WarmkernelError(
-                "invalid_arguments",
-                f"{self.name} has no parameter {', '.join(unknown)}; its parameters are "
-                + (", ".join(sorted(known)) or "none"),
-            )
-        values: dict[str, Any] = {}
-        for param in self.params:
-            if param.name in arguments:
-                values[param.name] = param.check(arguments[param.name])
-            elif param.required:
-                raise WarmkernelError("invalid_arguments", f"{self.name} needs the parameter {param.name}")
-            else:
-                values[param.name] = param.default
-        return values
-
 
 # -- the table -------------------------------------------------------------------------------
 
@@ -351,7 +57,7 @@ MAX_CHARS = Param(
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "run_python",
-        "Run a cell of Python (IPython syntax) in the persistent kernel and wait up to 10 s for it "
+        f"Run a cell of Python (IPython syntax) in the persistent kernel and wait up to {WAIT} for it "
         "(or `# warmkernel: --wait SECONDS`). Replies `In [N] · 1.2 s:` and the output; a long output is "
         "shown as head and tail with the call that reads the rest. A cell still running after the wait "
         "keeps running: use wait_python. Rejected as busy while another cell runs.",
@@ -646,7 +352,7 @@ TOOLS: tuple[Tool, ...] = (
         "reply with each cell's output as run_python does, then what is still stale. Stops at the first "
         "error unless stop_on_error is false. Outputs are written into the .ipynb (outputs and execution "
         "counts only) unless the cell's source changed on disk meanwhile. Waits up to timeout_seconds "
-        "(default: the server's wait, 10 s); the run goes on after that.",
+        f"(default: the server's wait, {WAIT}); the run goes on after that.",
         (
             NOTEBOOK,
             Param(

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.conftest import Cli
 from tests.cli.test_nb import write_notebook
-from warmkernel.cli import _parser
+from warmkernel.cli.parser import build_parser
 from warmkernel.tool_specs import TOOLS
 
 ONE_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -40,7 +40,7 @@ def _subparser(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> argpa
 
 
 def test_every_tool_parameter_has_a_cli_spelling() -> None:
-    parser = _parser()
+    parser = build_parser()
     unspelled = []
     for tool in TOOLS:
         assert tool.verbs, f"{tool.name} has no verb"

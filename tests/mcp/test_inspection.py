@@ -502,3 +502,17 @@ async def test_a_kernel_in_an_interpreter_without_warmkernel_is_inspected_too(
         assert (await summary(client, "frame_c"))["shape"] == [2, 1]
         assert (await summary(client, "special"))["kind"] == "mine"
         assert set(await variables(client)) == {"frame_c", "mine", "special", "summarizer"}
+
+
+async def test_a_helper_answer_that_is_not_json_is_an_internal_error_logged_with_its_traceback(
+    fresh_client: FreshClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with fresh_client() as client:
+        await run(client, "x = 1")
+        # The user's own code can reach the kernel-side helper; what it breaks is our bug to report.
+        await run(client, "import sys; sys.modules['_warmkernel_common'].answer = lambda fields: 'garbage'")
+        code, message = await call_error(client, "inspect_python_variable", name="x")
+    assert code == "internal_error"
+    assert "sent no JSON" in message
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and r.exc_info is not None]
+    assert logged, "an internal_error is logged with its traceback"

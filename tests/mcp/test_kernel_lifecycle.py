@@ -139,6 +139,19 @@ async def test_interpreter_without_ipykernel_is_named_with_the_fix(
         assert f"{python} has no ipykernel" in message and "pip install ipykernel" in message
 
 
+async def test_a_kernel_that_exits_during_start_is_kernel_start_failed_with_its_exit(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    # An interpreter that has ipykernel as far as the check can tell, but whose kernel exits at once.
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\n[ "$2" = "import ipykernel" ] && exit 0\necho no kernel today >&2\nexit 3\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    async with fresh_client(python=str(python)) as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "kernel_start_failed"
+    assert "the kernel exited during start" in message and "3" in message
+
+
 async def test_python_status_reports_workspace_interpreter_and_kernel(client: Client) -> None:
     await run(client, "pass")
     status = await call(client, "python_status")

@@ -9,6 +9,7 @@ the server and its kernel live on.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,6 +221,16 @@ async def test_a_wrong_token_is_refused_with_the_fix(fresh_client: FreshClient, 
         code, message = await call_error(client, "run_python", freeform="1")
         assert code == "jupyter_server_refused"
         assert "refused" in message and "--jupyter-token" in message
+
+
+async def test_a_server_that_does_not_answer_is_unreachable(fresh_client: FreshClient) -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        async with fresh_client(jupyter_url=url, jupyter_token="t") as client:
+            code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_unreachable"
+    assert url in message
 
 
 async def test_a_jupyter_url_that_is_not_http_is_refused_at_start(tmp_path: Path) -> None:

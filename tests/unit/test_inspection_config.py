@@ -8,7 +8,7 @@ import pytest
 
 from warmkernel.config import load_summarizers
 from warmkernel.errors import WarmkernelError
-from warmkernel.tool_specs import check_path
+from warmkernel.tool_params import check_path
 
 
 @pytest.mark.parametrize("name", ["df", "df.columns", "_x", "model.config.depth", "ünïcode", "a1.b2"])

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from warmkernel import present
 from warmkernel.config import Settings
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
@@ -15,7 +14,11 @@ from warmkernel.kernel.helper import VariableListing
 from warmkernel.notebook.binding import NotebookView
 from warmkernel.notebook.document import Notebook, NotebookCell
 from warmkernel.notebook.staleness import KernelFacts, evaluate
+from warmkernel.present.execution import execution_reply
 from warmkernel.present.hints import call, default_wait
+from warmkernel.present.notebook import notebook_status_reply
+from warmkernel.present.reply import Reply
+from warmkernel.present.variables import variables_reply
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 SETTINGS = Settings()
@@ -42,7 +45,7 @@ def finished(lines: list[str], *, full_output: bool = False) -> ExecutionRecord:
     return rec
 
 
-def body(reply: present.Reply) -> list[str]:
+def body(reply: Reply) -> list[str]:
     """The reply's lines after its `In [N] · T:` header."""
     header, *rest = reply.text.splitlines()
     assert header.startswith("In [7] · ")
@@ -61,13 +64,13 @@ def budget(lines: int = 300, chars: int = 16_000) -> Settings:
 
 
 def test_output_within_the_budget_is_shown_whole() -> None:
-    reply = present.execution_reply(finished(numbered(10)), budget(lines=10), waited=FINISHED)
+    reply = execution_reply(finished(numbered(10)), budget(lines=10), waited=FINISHED)
     assert body(reply) == numbered(10)
     assert reply.data["omitted_lines"] is None
 
 
 def test_one_line_over_the_line_budget_shows_head_and_tail_around_the_read_call() -> None:
-    reply = present.execution_reply(finished(numbered(11)), budget(lines=10), waited=FINISHED)
+    reply = execution_reply(finished(numbered(11)), budget(lines=10), waited=FINISHED)
     assert body(reply) == [
         *numbered(5),
         '... lines 6-6 of 11 omitted; read them with read_python_output(execution=7, line_range="6:6") ...',
@@ -81,7 +84,7 @@ def test_one_line_over_the_line_budget_shows_head_and_tail_around_the_read_call(
 
 
 def test_a_long_output_keeps_half_the_line_budget_at_each_end() -> None:
-    reply = present.execution_reply(finished(numbered(1000)), budget(lines=300), waited=FINISHED)
+    reply = execution_reply(finished(numbered(1000)), budget(lines=300), waited=FINISHED)
     lines = body(reply)
     assert lines[:150] == numbered(150)
     assert lines[150] == (
@@ -93,7 +96,7 @@ def test_a_long_output_keeps_half_the_line_budget_at_each_end() -> None:
 
 def test_the_character_budget_cuts_head_and_tail_and_clips_the_lines_at_its_edges() -> None:
     rec = finished([f"{n}" * 29 + "." for n in range(10)])  # ten lines of 30 characters
-    reply = present.execution_reply(rec, budget(chars=100), waited=FINISHED)
+    reply = execution_reply(rec, budget(chars=100), waited=FINISHED)
     assert body(reply) == [
         "0" * 29 + ".",
         "1" * 19 + "...[11 chars omitted]",
@@ -106,9 +109,9 @@ def test_the_character_budget_cuts_head_and_tail_and_clips_the_lines_at_its_edge
 def test_output_exactly_at_the_character_budget_fits_and_one_character_less_is_cut() -> None:
     lines = ["x" * 10, "y" * 70, "z" * 17]  # 97 characters and 3 newlines
     rec = finished(lines)
-    assert body(present.execution_reply(rec, budget(chars=100), waited=FINISHED)) == lines
+    assert body(execution_reply(rec, budget(chars=100), waited=FINISHED)) == lines
     # head and tail meet, so no line is omitted, but the head's half of the budget clips its edge
-    assert body(present.execution_reply(rec, budget(chars=99), waited=FINISHED)) == [
+    assert body(execution_reply(rec, budget(chars=99), waited=FINISHED)) == [
         "x" * 10,
         "y" * 38 + "...[32 chars omitted]",
         "z" * 17,
@@ -117,7 +120,7 @@ def test_output_exactly_at_the_character_budget_fits_and_one_character_less_is_c
 
 def test_full_output_directive_lifts_the_budget() -> None:
     rec = finished(numbered(50), full_output=True)
-    assert body(present.execution_reply(rec, budget(lines=10), waited=FINISHED)) == numbered(50)
+    assert body(execution_reply(rec, budget(lines=10), waited=FINISHED)) == numbered(50)
 
 
 # -- clear_output -------------------------------------------------------------------------------
@@ -129,7 +132,7 @@ def test_a_clear_leaves_what_came_after_it_and_names_the_call_that_reads_the_res
     rec.displays.clear(rec.output, wait=False)
     printed(rec, ["frame 2"])
     rec.finish(ExecutionState.COMPLETED)
-    assert body(present.execution_reply(rec, SETTINGS, waited=FINISHED)) == [
+    assert body(execution_reply(rec, SETTINGS, waited=FINISHED)) == [
         CLEARED_LINES_1_2,
         "frame 2",
     ]
@@ -141,7 +144,7 @@ def test_a_waiting_clear_takes_effect_at_the_next_output_and_one_cleared_line_is
     rec.displays.clear(rec.output, wait=True)
     printed(rec, ["frame 1"])
     rec.finish(ExecutionState.COMPLETED)
-    assert body(present.execution_reply(rec, SETTINGS, waited=FINISHED)) == [
+    assert body(execution_reply(rec, SETTINGS, waited=FINISHED)) == [
         '[line 1 was cleared by clear_output; read with read_python_output(execution=7, line_range="1:1")]',
         "frame 1",
     ]
@@ -153,7 +156,7 @@ def test_the_budget_counts_from_the_last_clear_and_the_omitted_range_is_of_all_l
     rec.displays.clear(rec.output, wait=False)
     printed(rec, [f"line {n}" for n in range(3, 13)])
     rec.finish(ExecutionState.COMPLETED)
-    assert body(present.execution_reply(rec, budget(lines=4), waited=FINISHED)) == [
+    assert body(execution_reply(rec, budget(lines=4), waited=FINISHED)) == [
         CLEARED_LINES_1_2,
         "line 3",
         "line 4",
@@ -208,7 +211,7 @@ def test_the_plan_hint_quotes_a_path_with_an_apostrophe() -> None:
     cells = (NotebookCell(0, "a", "x = 1", False), NotebookCell(1, "b", "print(x)", False))
     notebook = Notebook(Path("/w/it's.ipynb"), 5, cells)
     view = NotebookView("it's.ipynb", notebook, evaluate(cells, KernelFacts()), facts_current=True)
-    reply = present.notebook_status_reply(view, SETTINGS)
+    reply = notebook_status_reply(view, SETTINGS)
     plan = reply.text.splitlines()[-1]
     assert plan == 'plan: a, b. run_notebook_cells(path="it\'s.ipynb") runs them in order'
 
@@ -216,7 +219,7 @@ def test_the_plan_hint_quotes_a_path_with_an_apostrophe() -> None:
 def test_a_running_cell_names_the_calls_that_follow_it() -> None:
     rec = record()
     printed(rec, ["working"])
-    reply = present.execution_reply(rec, SETTINGS, waited=WaitEnd("timeout", 10.0))
+    reply = execution_reply(rec, SETTINGS, waited=WaitEnd("timeout", 10.0))
     assert reply.text.splitlines()[1:] == [
         "working",
         "Still running. Next: wait_python(execution=7) to keep waiting, "
@@ -231,7 +234,7 @@ def test_the_wait_a_hint_mentions_follows_the_settings(wait_s: float, expected: 
 
 def test_variable_listing_hints_are_built_by_the_hint_function() -> None:
     listing = VariableListing(variables=[], total=0, modules_hidden=2, summary_status="ok")
-    reply = present.variables_reply(listing)
+    reply = variables_reply(listing)
     assert reply.text == (
         "0 variables; 2 modules not listed (list_python_variables(include_modules=true) lists them). "
         'inspect_python_variable(name="NAME") summarizes one.'

@@ -121,7 +121,7 @@ class Kernel(ABC):
         answered = False
         with anyio.move_on_after(START_TIMEOUT_S) as deadline:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._fail_on_exit, tg)
+                tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
                 while True:
                     probe = _Handshake()
                     msg_id = self.channel.kernel_info(probe)
@@ -135,6 +135,11 @@ class Kernel(ABC):
                     if probe.iopub.is_set():
                         break
                 tg.cancel_scope.cancel()
+        if self.exited.is_set():  # raised here, not in the task group: no ExceptionGroup around it
+            raise WarmkernelError(
+                "kernel_start_failed",
+                f"the kernel exited during start ({self.exit_reason()})\n" + self.start_failure_detail(),
+            )
         if deadline.cancelled_caught:
             missing = "nothing reached IOPub" if answered else "no kernel_info reply"
             raise WarmkernelError(
@@ -142,13 +147,6 @@ class Kernel(ABC):
                 f"the kernel did not answer within {START_TIMEOUT_S:.0f} s ({missing})\n"
                 + self.start_failure_detail(),
             )
-
-    async def _fail_on_exit(self, tg: anyio.abc.TaskGroup) -> None:
-        await self.exited.wait()
-        raise WarmkernelError(
-            "kernel_start_failed",
-            f"the kernel exited during start ({self.exit_reason()})\n" + self.start_failure_detail(),
-        )
 
     async def run_silently(
         self,

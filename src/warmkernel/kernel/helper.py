@@ -16,7 +16,8 @@ from typing import Any, TypedDict
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel import inside
 from warmkernel.kernel.channel import ExpressionValue
-from warmkernel.tool_specs import check_path
+from warmkernel.present.hints import call
+from warmkernel.tool_params import check_path
 
 
 class VariableRow(TypedDict):
@@ -80,7 +81,7 @@ def _answer(value: ExpressionValue) -> dict[str, Any]:
             raise WarmkernelError(
                 "inspection_failed",
                 "the kernel-side helper is not loaded in this kernel (it failed at kernel start; "
-                "the server log says why); reset_python() starts a kernel with it",
+                f"the server log says why); {call('reset_python')} starts a kernel with it",
             )
         raise WarmkernelError("inspection_failed", f"the inspection raised {value.ename}: {value.evalue}")
     try:
@@ -94,7 +95,7 @@ def _answer(value: ExpressionValue) -> dict[str, Any]:
             return answer
         case "not_found":
             raise WarmkernelError(
-                "variable_not_found", f"{answer['message']}; list_python_variables() lists the names"
+                "variable_not_found", f"{answer['message']}; {call('list_python_variables')} lists the names"
             )
         case _:
             raise WarmkernelError("inspection_failed", answer.get("message", "the kernel-side helper failed"))

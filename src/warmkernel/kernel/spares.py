@@ -225,7 +225,7 @@ class SpareLauncher:
                 [self._python, "-c", _SITE_PROBE], stdin=subprocess.DEVNULL, check=False, cwd=self._root.path
             )
         except OSError as exc:
-            raise WarmkernelError("kernel_start_failed", f"could not run {self._python}: {exc}") from exc
+            raise WarmkernelError("python_not_usable", f"could not run {self._python}: {exc}") from exc
         if probe.returncode != 0:
             raise WarmkernelError(
                 "kernel_start_failed",

@@ -1,0 +1,39 @@
+"""The command-line face: `warmkernel VERB ...`.
+
+Client verbs (`cli.tool_verbs`) are MCP tool calls on the live daemon of the current workspace;
+daemon verbs (`cli.daemon_verbs`) list, start, stop and serve. Server-side modules are imported
+only by the serving verbs, so a client verb stays a light, short-lived process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from warmkernel.cli.daemon_verbs import LOCAL_VERBS, serve
+from warmkernel.cli.exits import EXIT_ERROR, EXIT_USAGE
+from warmkernel.cli.parser import attach_dash_values, build_parser
+from warmkernel.cli.tool_verbs import run_tool_verb
+from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(attach_dash_values(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.verb in ("mcp", "serve"):
+            return serve(args)
+        handler = LOCAL_VERBS.get(args.verb)
+        if handler is not None:
+            return handler(args)
+        return anyio.run(run_tool_verb, args)
+    except WarmkernelError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
+        else:
+            print(f"warmkernel: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.code in CALLER_MISTAKES else EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,287 @@
+"""The argument parser: tool verbs made from the tool declarations, and the daemon verbs."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from warmkernel import __version__
+from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
+from warmkernel.cli.options import add_kernel_options
+from warmkernel.cli.tool_verbs import RUN, RUN_DIRECTIVES, offered
+from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
+from warmkernel.tool_specs import TOOLS
+from warmkernel.workspace import CONFIG_ENV
+
+_LOCAL_EXAMPLES = {
+    "sessions": "warmkernel sessions                     the live daemons of this user",
+    "start": "warmkernel start analysis.ipynb        a daemon whose kernel has run the notebook's cells\n"
+    "warmkernel start --serve               the same, on a Jupyter Server JupyterLab or VS Code attaches to",
+    "stop": "warmkernel stop                        stop this workspace's daemon",
+    "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)",
+    "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
+    "init": "warmkernel init                        set the project up for agents",
+}
+
+
+_EXAMPLE_WIDTH = 36
+
+
+_NB_HELP = "notebook mode: which cells are stale, re-running them, file watches"
+
+
+_NB_DESCRIPTION = (
+    "Notebook mode on this workspace's kernel: NB is a .ipynb file. A kernel serves one notebook."
+)
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Show the defaults that mean something (not None, not a flag's on/off) and keep line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0:  # a flag's default is its absence
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _example(text: str, heading: str = "example") -> str:
+    """Example lines, `command  what it does`, the explanations in one column (a long command
+    puts its explanation on the next line)."""
+    rows = [re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()]
+    width = min(max(len(row[0]) for row in rows), _EXAMPLE_WIDTH) + 2
+    lines = [f"{heading}:"]
+    for command, *what in rows:
+        if len(command) + 2 > width and what:
+            lines += [f"  {command}", f"  {'':<{width}}{what[0]}"]
+        else:
+            lines.append(f"  {command:<{width}}{''.join(what)}".rstrip())
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    examples = [verb.example for tool in TOOLS for verb in tool.verbs] + list(_LOCAL_EXAMPLES.values())
+    parser = argparse.ArgumentParser(
+        prog="warmkernel",
+        description="A persistent, observable IPython kernel for AI coding agents, over MCP, and the same "
+        "kernel from the command line.",
+        epilog=_example("\n".join(examples), "examples"),
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"warmkernel {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument(
+        "--daemon",
+        "--session",
+        dest="daemon",
+        metavar="ID",
+        help="the daemon to use (see `warmkernel sessions`)",
+    )
+    client.add_argument("--json", action="store_true", help="print the structured result as JSON")
+
+    def verb(name: str, help: str, description: str = "", *, parents: bool = True) -> argparse.ArgumentParser:
+        return verbs.add_parser(
+            name,
+            help=help,
+            description=description or help,
+            epilog=_example(_LOCAL_EXAMPLES[name]),
+            parents=[client] if parents else [],
+            formatter_class=_HelpFormatter,
+        )
+
+    nb_verbs: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
+    for tool in TOOLS:
+        for tool_verb in tool.verbs:
+            if tool_verb.words[0] != "nb":
+                _add_tool_verb(verbs, tool, tool_verb, client)
+                continue
+            if nb_verbs is None:
+                notebook = verbs.add_parser(
+                    "nb",
+                    help=_NB_HELP,
+                    description=_NB_DESCRIPTION,
+                    epilog=_example(
+                        "\n".join(v.example for t in TOOLS for v in t.verbs if v.words[0] == "nb")
+                    ),
+                    formatter_class=_HelpFormatter,
+                )
+                nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
+            _add_tool_verb(nb_verbs, tool, tool_verb, client)
+
+    verb("sessions", "list the live daemons of this user")
+
+    start = verb(
+        "start",
+        "start a daemon for this workspace (if none is live)",
+        "Start a daemon for this workspace (if none is live). With NB, bind its kernel to that "
+        "notebook and run every cell that is not fresh once, in order, continuing past errors. With "
+        "--serve, the kernel runs on a Jupyter Server of the daemon's own (loopback, with a token), "
+        "and the URL to open in JupyterLab or VS Code is printed; `stop` ends both.",
+    )
+    start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
+    start.add_argument(
+        "--serve",
+        action="store_true",
+        help="run the kernel on a Jupyter Server this daemon owns, for JupyterLab or VS Code to attach "
+        "to (in NB's server session when NB is given); needs warmkernel[serve]",
+    )
+    start.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
+    )
+    add_kernel_options(start)
+    verb("stop", "stop the daemon (or serve process) of this workspace")
+
+    mcp = verb(
+        "mcp",
+        "serve the MCP tools over stdio (what MCP hosts launch)",
+        "Serve the MCP tools over stdin/stdout for an MCP host. The workspace is the current directory, "
+        f"or what the trusted resolver named by {CONFIG_ENV} (an absolute path) returns. The kernel "
+        "starts at once, in the background.",
+        parents=False,
+    )
+    add_kernel_options(mcp)
+
+    serve = verb(
+        "serve",
+        "serve the MCP tools over Streamable HTTP",
+        "Serve the MCP tools over Streamable HTTP. Every request needs 'Authorization: Bearer TOKEN'; "
+        "the token is --token, else $WARMKERNEL_TOKEN, else generated and written to the daemon "
+        "descriptor (see `warmkernel sessions --json`).",
+        parents=False,
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind; beyond loopback needs --allowed-host"
+    )
+    serve.add_argument("--port", type=int, default=8801, help="port to bind; 0 picks a free one")
+    serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    serve.add_argument(
+        "--token", help="bearer token to require (default: $WARMKERNEL_TOKEN, else a generated one)"
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a Host header to accept (repeatable); required to bind beyond loopback",
+    )
+    serve.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--jupyter-server", action="store_true", help=argparse.SUPPRESS)
+    serve.add_argument("--jupyter-notebook", type=Path, help=argparse.SUPPRESS)
+    add_kernel_options(serve)
+
+    init = verb(
+        "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False
+    )
+    init.add_argument("--json", action="store_true", help="print what changed as JSON")
+    return parser
+
+
+def _add_tool_verb(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    tool: Tool,
+    verb: Verb,
+    client: argparse.ArgumentParser,
+) -> None:
+    """A verb's parser, made from the declaration of the tool it calls."""
+    description = tool.describe("the daemon's wait")
+    notes = [f"{verb.help[0].upper()}{verb.help[1:]}.", f"Calls the MCP tool {tool.name}: {description}"]
+    if verb.name in STATE_VERBS:
+        notes.append(EXIT_STATUSES)
+    parser = verbs.add_parser(
+        verb.words[-1],
+        help=verb.help,
+        description="\n\n".join(textwrap.fill(note, 100) for note in notes),
+        epilog=_example(verb.example),
+        parents=[client],
+        formatter_class=_HelpFormatter,
+    )
+    parser.set_defaults(tool=tool, tool_verb=verb)
+    for param in offered(tool, verb):
+        _add_param(parser, param, verb.defaults.get(param.name, param.default), optional=tool.name == RUN)
+    if tool.name == RUN:
+        parser.add_argument("-f", "--file", type=Path, help="read the cell from FILE (CODE - reads stdin)")
+        for directive in RUN_DIRECTIVES:
+            parser.add_argument(directive.flag, type=float, metavar="S", help=directive.help)
+
+
+def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, optional: bool) -> None:
+    """One parameter as its spelling says; a positional the tool needs is optional only when told."""
+    spelling = param.cli
+    if spelling.consts:
+        group = parser.add_mutually_exclusive_group()
+        for flag, value, help in spelling.consts:
+            group.add_argument(flag, dest=param.name, action="store_const", const=value, help=help)
+        parser.set_defaults(**{param.name: default})
+        return
+    if isinstance(param.kind, Flag):
+        action = "store_false" if default else "store_true"
+        parser.add_argument(*spelling.flags, dest=param.name, action=action, help=param.description)
+        return
+    choices = param.kind.choices if isinstance(param.kind, Choice) else None
+    value_of = _value_of(param.kind)
+    if not spelling.flags:
+        parser.add_argument(
+            param.name,
+            nargs="?" if optional or not param.required else None,
+            default=None if param.required else default,
+            type=value_of,
+            choices=choices,
+            metavar=spelling.metavar,
+            help=param.description,
+        )
+        return
+    parser.add_argument(
+        *spelling.flags,
+        dest=param.name,
+        required=param.required,
+        default=None if param.required else default,
+        type=value_of,
+        choices=choices,
+        metavar=spelling.metavar,
+        help=param.description,
+    )
+
+
+def _value_of(kind: Kind) -> Callable[[str], Any]:
+    """What a command-line word means for a parameter of this kind (the tool checks the value)."""
+    match kind:
+        case Integer():
+            return _whole_number
+        case Seconds():
+            return float
+        case Cells():
+            return lambda text: text if text in ("stale", "all") else text.split(",")
+        case _:
+            return str
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+_DASH_VALUE_FLAGS = frozenset(
+    flag
+    for tool in TOOLS
+    for param in tool.params
+    if isinstance(param.kind, Text)
+    for flag in param.cli.flags
+)
+"""Flags whose value may start with "-" (`--lines -20:`), which argparse would take for an option."""
+
+
+def attach_dash_values(argv: Sequence[str]) -> list[str]:
+    """`--lines -20:` as `--lines=-20:`, so that argparse reads it as the flag's value."""
+    words = list(argv)
+    for i in range(len(words) - 1):
+        if words[i] in _DASH_VALUE_FLAGS and words[i + 1].startswith("-") and words[i + 1] != "--":
+            words[i : i + 2] = [f"{words[i]}={words[i + 1]}", ""]
+    return [word for word in words if word != ""]

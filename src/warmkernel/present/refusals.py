@@ -1,0 +1,86 @@
+"""Why a call was refused, and what to call instead: the messages of the session's coded errors."""
+
+from __future__ import annotations
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.notebook.binding import NotebookRun
+from warmkernel.present.hints import call
+from warmkernel.types import ExecutionState
+
+
+def busy(running: ExecutionRecord, consequence: str) -> WarmkernelError:
+    """`busy`: a cell runs (or waits for input), so this call did nothing."""
+    number = running.number
+    if running.state is ExecutionState.AWAITING_INPUT:
+        return WarmkernelError(
+            "busy",
+            f"execution {number} is waiting for input; {consequence}. Answer it with "
+            f"{call('send_python_input', text='...', execution=number)}, "
+            f"or {call('interrupt_python')} to stop it.",
+        )
+    return WarmkernelError(
+        "busy",
+        f"execution {number} is still running; {consequence}. Call {call('wait_python', execution=number)} "
+        f"to wait for it, or {call('interrupt_python')} to stop it.",
+    )
+
+
+def notebook_busy(run: NotebookRun, consequence: str) -> WarmkernelError:
+    """`busy`: a run of notebook cells goes on, so this call did nothing."""
+    running = (
+        f"execution {run.current[1].number} (cell {run.current[0].id})" if run.current else "between cells"
+    )
+    return WarmkernelError(
+        "busy",
+        f"run_notebook_cells is running cells of {run.shown} ({len(run.results)} of {len(run.cells)} done; "
+        f"now {running}); {consequence}. Call {call('wait_python')} to wait for the running cell, "
+        f"{call('notebook_status', path=run.shown)} to follow the run, or {call('interrupt_python')} "
+        "to stop it.",
+    )
+
+
+def not_awaiting(record: ExecutionRecord, execution: int | None) -> WarmkernelError:
+    """`not_awaiting_input`: there is no prompt to answer."""
+    if execution is None and record.state.finished:
+        message = (
+            f"no execution is waiting for input (the latest, {record.number}, is {record.state.value}); "
+            "send_python_input answers a cell whose reply shows a prompt"
+        )
+    elif record.state is ExecutionState.RUNNING:
+        message = (
+            f"execution {record.number} is running, not waiting for input; "
+            f"{call('wait_python', execution=record.number)} replies as soon as it asks"
+        )
+    else:
+        message = f"execution {record.number} is {record.state.value}, not waiting for input"
+    return WarmkernelError("not_awaiting_input", message)
+
+
+def not_found(execution: int | None, count: int) -> WarmkernelError:
+    """`execution_not_found`: no such number, or (None) no execution at all yet."""
+    if execution is None:
+        message = f"no execution exists yet; run a cell with {call('run_python', freeform='...')} first"
+    elif count == 0:
+        message = f"execution {execution} does not exist; no execution exists yet"
+    else:
+        message = f"execution {execution} does not exist; executions 1-{count} exist"
+    return WarmkernelError("execution_not_found", message)
+
+
+def already_bound(bound: str, wanted: str) -> WarmkernelError:
+    """`notebook_already_bound`: the kernel serves another notebook."""
+    return WarmkernelError(
+        "notebook_already_bound",
+        f"this kernel is bound to {bound}; a kernel serves one notebook. "
+        f"{call('reset_python')} first to bind {wanted}",
+    )
+
+
+def unresponsive(seconds: float) -> WarmkernelError:
+    """`inspection_failed`: the kernel did not answer a silent question, even when interrupted."""
+    return WarmkernelError(
+        "inspection_failed",
+        f"the kernel did not answer within {seconds:.0f} s, even after an interrupt; it may be stuck in "
+        f"native code; {call('reset_python')} starts a fresh one",
+    )

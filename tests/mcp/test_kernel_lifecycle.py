@@ -144,7 +144,7 @@ async def test_a_kernel_that_exits_during_start_is_kernel_start_failed_with_its_
 ) -> None:
     # An interpreter that has ipykernel as far as the check can tell, but whose kernel exits at once.
     python = tmp_path / "python"
-    python.write_text('#!/bin/sh\n[ "$2" = "import ipykernel" ] && exit 0\necho no kernel today >&2\nexit 3\n')
+    python.write_text('#!/bin/sh\n[ "$2" = "import ipykernel" ] && exit 0\necho no kernel >&2\nexit 3\n')
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     async with fresh_client(python=str(python)) as client:
         code, message = await call_error(client, "run_python", freeform="1")

@@ -14,16 +14,13 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 
 from warmkernel import __version__
 from warmkernel.discovery import Descriptor, find_daemon, start_daemon
 from warmkernel.errors import WarmkernelError
-
-if TYPE_CHECKING:
-    from mcp import Client
 
 _PROTOCOL_VERSION = "2025-11-25"
 _CONNECT_S = 30.0
@@ -147,16 +144,3 @@ async def open_daemon(url: str, token: str) -> AsyncIterator[DaemonClient]:
             yield client
         finally:
             await client.close()
-
-
-@asynccontextmanager
-async def connect(url: str, token: str) -> AsyncIterator[Client]:
-    """An MCP SDK client for a Streamable HTTP endpoint that wants this bearer token (tests, scripts)."""
-    # Imported here: the SDK loads its server half, which no CLI verb should pay for.
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http)) as client:
-        yield client

@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
-from warmkernel.client import connect
 from warmkernel.config import Settings
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
 from warmkernel.mcp_server import build_server
@@ -23,6 +24,18 @@ from warmkernel.session import Session
 from warmkernel.workspace import Workspace
 
 FreshClient = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@asynccontextmanager
+async def connect(url: str, token: str) -> AsyncIterator[Client]:
+    """The MCP SDK's client for a Streamable HTTP endpoint that wants this bearer token."""
+    async with (
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=None)
+        ) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 @asynccontextmanager

@@ -51,7 +51,7 @@ async def warmkernel(workspace: Path, spare_kernels: int) -> AsyncIterator[Clien
     settings = Settings(spare_kernels=spare_kernels)
     async with (
         Session.open(settings, Workspace(workspace, "launch_cwd")) as session,
-        Client(build_server(session, structured=False)) as client,
+        Client(build_server(session)) as client,
     ):
         await run_cell(client, "pass")
         yield client

@@ -11,8 +11,9 @@ import contextlib
 import ipaddress
 import secrets
 import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import uvicorn
@@ -132,12 +133,13 @@ class _Uvicorn(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serve_http(
-    session: Session, sock: socket.socket, endpoint: Endpoint, *, structured: bool
+    session: Session, sock: socket.socket, endpoint: Endpoint, options: Mapping[str, Any] | None = None
 ) -> AsyncIterator[Endpoint]:
-    """Serve the tools on `sock` while the block runs; yields the endpoint actually bound."""
+    """Serve the tools on `sock` while the block runs, with these reply options (see `build_server`);
+    yields the endpoint actually bound."""
     port = sock.getsockname()[1]
     bound = Endpoint(endpoint.host, port, endpoint.path, endpoint.token, endpoint.allowed_hosts)
-    app = build_server(session, structured=structured).streamable_http_app(
+    app = build_server(session, options).streamable_http_app(
         streamable_http_path=endpoint.path,
         transport_security=_security(endpoint.host, endpoint.allowed_hosts),
         host=endpoint.host,

@@ -10,9 +10,11 @@ structured content in structured mode); a Python error inside a cell is an ordin
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -22,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from warmkernel import __version__
+from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.execution import execution_reply, progress_message
@@ -32,6 +35,7 @@ from warmkernel.present.reply import Picture, Reply
 from warmkernel.present.status import (
     execution_status_reply,
     interrupt_reply,
+    joined_reply,
     list_reply,
     reset_reply,
     status_reply,
@@ -62,18 +66,71 @@ or getpass() replies with its prompt: answer it with send_python_input."""
 
 # -- handlers ---------------------------------------------------------------------------------
 
-Handler = Callable[[Session, dict[str, Any], ServerRequestContext[Any]], Awaitable[Reply]]
+Handler = Callable[["Connection", dict[str, Any], ServerRequestContext[Any]], Awaitable[Reply]]
 
 
-def _with_notice(session: Session, reply: Reply) -> Reply:
-    notice = session.take_notice()
-    if notice is None:
+@dataclass(eq=False)
+class Connection:
+    """One client's connection to a session: its reply settings and what it has yet to be told.
+
+    Reply options (`--wait`, the inline budget, result mode, image limits) belong to the client,
+    so two hosts with different budgets can share one kernel; kernel options are the session's.
+    """
+
+    session: Session
+    settings: Settings
+    """The session's settings with this client's reply options."""
+    notices_mark: int = 0
+    """Where this connection reads the session's one-time notices from."""
+    greeting: str | None = None
+    """Said once, in the first reply (e.g. that the client's version differs from the daemon's)."""
+    joined: bool = False
+    """The kernel had run cells before this client came: its first run or status says what is there."""
+
+    @classmethod
+    def open(cls, session: Session, settings: Settings, *, greeting: str | None = None) -> Connection:
+        return cls(
+            session, settings, session.notice_mark(), greeting, joined=session.kernel_info().executions > 0
+        )
+
+
+def client_name(ctx: ServerRequestContext[Any]) -> str:
+    """The name the client gave in `initialize` (`claude-code`, `warmkernel-cli`), or ""."""
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None else ""
+
+
+def _with_notices(conn: Connection, reply: Reply) -> Reply:
+    """The reply, after the notices this connection has not seen yet (each is said once)."""
+    notices, conn.notices_mark = conn.session.notices_since(conn.notices_mark)
+    if conn.greeting is not None:
+        notices, conn.greeting = [conn.greeting, *notices], None
+    if not notices:
         return reply
+    notice = "\n".join(notices)
     return replace(reply, text=f"{notice}\n{reply.text}", data=reply.data | {"notice": notice})
 
 
+async def _joined(conn: Connection) -> Reply | None:
+    """What a client that joined a kernel already in use should know, once: None if nothing."""
+    if not conn.joined:
+        return None
+    conn.joined = False
+    listing = None
+    if conn.session.running is None:
+        with contextlib.suppress(WarmkernelError):  # a kernel that cannot list says the rest anyway
+            listing = await conn.session.list_variables()
+    return joined_reply(conn.session.kernel_info(), conn.session.records, conn.session.running, listing)
+
+
+def _after(joined: Reply | None, reply: Reply) -> Reply:
+    if joined is None:
+        return reply
+    return replace(reply, text=f"{joined.text}\n{reply.text}", data=reply.data | {"joined": joined.data})
+
+
 async def _wait(
-    session: Session,
+    conn: Connection,
     record: ExecutionRecord,
     ctx: ServerRequestContext[Any],
     timeout_s: float,
@@ -87,73 +144,80 @@ async def _wait(
 
     async def report() -> None:
         while True:
-            await anyio.sleep(session.settings.progress_interval_s)
-            await ctx.session.report_progress(record.elapsed(), None, progress_message(record))
+            await anyio.sleep(conn.settings.progress_interval_s)
+            await ctx.session.report_progress(  # the MCP session of this client
+                record.elapsed(), None, progress_message(record)
+            )
 
     waited: WaitEnd | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(report)
-        waited = await session.wait(record, timeout_s, silence_s=silence_s)
+        waited = await conn.session.wait(record, timeout_s, silence_s=silence_s)
         tg.cancel_scope.cancel()
     assert waited is not None, "a task group swallows no exception"
     return waited
 
 
 async def _reply_after_wait(
-    session: Session, record: ExecutionRecord, ctx: ServerRequestContext[Any], wait_s: float | None = None
+    conn: Connection, record: ExecutionRecord, ctx: ServerRequestContext[Any], wait_s: float | None = None
 ) -> Reply:
     """Wait as the cell's directives (or the defaults) say, then reply as run_python does."""
     timeout_s = (
-        wait_s if wait_s is not None else record.directives.wait_seconds or session.settings.default_wait_s
+        wait_s if wait_s is not None else record.directives.wait_seconds or conn.settings.default_wait_s
     )
-    waited = await _wait(session, record, ctx, timeout_s, record.directives.silence_seconds)
-    return execution_reply(record, session.settings, waited=waited)
+    waited = await _wait(conn, record, ctx, timeout_s, record.directives.silence_seconds)
+    return execution_reply(record, conn.settings, waited=waited)
 
 
-async def run_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = await session.submit(args["freeform"])
-    return await _reply_after_wait(session, record, ctx)
+async def run_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    joined = await _joined(conn)  # what was there before this cell
+    record = await conn.session.submit(args["freeform"], client=client_name(ctx))
+    return _after(joined, await _reply_after_wait(conn, record, ctx))
 
 
-async def wait_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = session.select(args["execution"])
-    waited = await _wait(session, record, ctx, args["timeout_seconds"], args["silence_seconds"])
-    return execution_reply(record, session.settings, waited=waited)
+async def wait_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = conn.session.select(args["execution"])
+    waited = await _wait(conn, record, ctx, args["timeout_seconds"], args["silence_seconds"])
+    return execution_reply(record, conn.settings, waited=waited)
 
 
-async def send_python_input(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = session.send_input(args["text"], args["execution"])
-    return await _reply_after_wait(session, record, ctx)
+async def send_python_input(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    record = conn.session.send_input(args["text"], args["execution"])
+    return await _reply_after_wait(conn, record, ctx)
 
 
-async def python_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    records = session.records
-    return status_reply(
-        session.workspace,
-        session.settings,
-        session.kernel_info(),
-        session.running,
-        records[-1] if records else None,
+async def python_status(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    joined = await _joined(conn)
+    records = conn.session.records
+    return _after(
+        joined,
+        status_reply(
+            conn.session.workspace,
+            conn.settings,
+            conn.session.kernel_info(),
+            conn.session.running,
+            records[-1] if records else None,
+        ),
     )
 
 
 async def python_execution_status(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return execution_status_reply(session.select(args["execution"]))
+    return execution_status_reply(conn.session.select(args["execution"]))
 
 
-async def read_python_output(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    chosen = session.select_output(args["execution"], args["stream"], args["line_range"])
+async def read_python_output(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    chosen = conn.session.select_output(args["execution"], args["stream"], args["line_range"])
     if chosen.stream == "images":
-        return images_reply(chosen.record, chosen.lo, chosen.hi, session.settings)
-    return read_reply(chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], session.settings)
+        return images_reply(chosen.record, chosen.lo, chosen.hi, conn.settings)
+    return read_reply(chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], conn.settings)
 
 
 async def search_python_output(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    found = await session.search_output(
+    found = await conn.session.search_output(
         args["execution"],
         args["stream"],
         args["query"],
@@ -168,53 +232,53 @@ async def search_python_output(
     return search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
 
 
-async def interrupt_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return interrupt_reply(session.interrupt())
+async def interrupt_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    return interrupt_reply(conn.session.interrupt())
 
 
-async def reset_python(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    killed = await session.reset()
-    return reset_reply(killed, session.kernel_info(), session.workspace.path)
+async def reset_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    killed = await conn.session.reset()
+    return reset_reply(killed, conn.session.kernel_info(), conn.session.workspace.path)
 
 
 async def list_python_executions(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return list_reply(session.records, args["limit"])
+    return list_reply(conn.session.records, args["limit"])
 
 
-async def notebook_status(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return notebook_status_reply(await session.notebook_status(args["path"]), session.settings)
+async def notebook_status(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    return notebook_status_reply(await conn.session.notebook_status(args["path"]), conn.settings)
 
 
-async def run_notebook_cells(session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    run = await session.run_notebook_cells(args["path"], args["cells"], stop_on_error=args["stop_on_error"])
-    wait_s = (
-        args["timeout_seconds"] if args["timeout_seconds"] is not None else session.settings.default_wait_s
+async def run_notebook_cells(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    run = await conn.session.run_notebook_cells(
+        args["path"], args["cells"], stop_on_error=args["stop_on_error"], client=client_name(ctx)
     )
+    wait_s = args["timeout_seconds"] if args["timeout_seconds"] is not None else conn.settings.default_wait_s
     with anyio.move_on_after(wait_s):
         await run.done.wait()
-    view = await session.notebook_status(args["path"]) if run.done.is_set() else None
-    return notebook_run_reply(run, view, session.settings, waited_s=wait_s)
+    view = await conn.session.notebook_status(args["path"]) if run.done.is_set() else None
+    return notebook_run_reply(run, view, conn.settings, waited_s=wait_s)
 
 
 async def watch_notebook_file(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    cell_id, file = await session.watch_notebook_file(args["path"], args["file"], args["cell"])
-    return notebook_watch_reply(await session.notebook_status(args["path"]), cell_id, file)
+    cell_id, file = await conn.session.watch_notebook_file(args["path"], args["file"], args["cell"])
+    return notebook_watch_reply(await conn.session.notebook_status(args["path"]), cell_id, file)
 
 
 async def list_python_variables(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return variables_reply(await session.list_variables(include_modules=args["include_modules"]))
+    return variables_reply(await conn.session.list_variables(include_modules=args["include_modules"]))
 
 
 async def inspect_python_variable(
-    session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return summary_reply(await session.inspect_variable(args["name"]))
+    return summary_reply(await conn.session.inspect_variable(args["name"]))
 
 
 _HANDLERS: dict[str, Handler] = {
@@ -241,11 +305,23 @@ assert set(_HANDLERS) == set(TOOLS_BY_NAME), "every declared tool has exactly on
 # -- server -----------------------------------------------------------------------------------
 
 
-def build_server(session: Session, *, structured: bool) -> Server[Any]:
-    """An MCP server over an open session; any transport can serve it.
+def build_server(
+    session: Session, options: Mapping[str, Any] | None = None, *, greeting: str | None = None
+) -> Server[Any]:
+    """An MCP server over an open session; any transport can serve it, to any number of clients.
 
-    `structured` adds structuredContent and output schemas; the text stays the same.
+    `options` are reply options of these clients (`Settings` fields), over the session's own;
+    `greeting` is said once to each. A `structured` result mode adds structuredContent and output
+    schemas; the text stays the same.
     """
+    settings = replace(session.settings, **(options or {}))
+    structured = settings.result_mode == "structured"
+
+    @asynccontextmanager
+    async def connection(_: Server[Any]) -> AsyncIterator[Connection]:
+        """Entered once per `Server.run`: one client over stdio or a socket. Streamable HTTP
+        enters it once for the whole endpoint, so its clients share one connection."""
+        yield Connection.open(session, settings, greeting=greeting)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -254,7 +330,7 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
             tools=[
                 types.Tool(
                     name=tool.name,
-                    description=tool.describe(default_wait(session.settings)),
+                    description=tool.describe(default_wait(settings)),
                     input_schema=tool.input_schema(),
                     output_schema={"type": "object"} if structured else None,
                     annotations=_annotations(tool.annotations),
@@ -273,8 +349,9 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
                     "invalid_arguments",
                     f"there is no tool {params.name!r}; tools: {', '.join(TOOLS_BY_NAME)}",
                 )
-            handler = _HANDLERS[tool.name]
-            reply = _with_notice(session, await handler(session, tool.parse(params.arguments or {}), ctx))
+            conn: Connection = ctx.lifespan_context
+            reply = await _HANDLERS[tool.name](conn, tool.parse(params.arguments or {}), ctx)
+            reply = _with_notices(conn, reply)
         except WarmkernelError as exc:
             if exc.code == "internal_error":
                 log.exception("tool %s failed", params.name)
@@ -293,9 +370,10 @@ def build_server(session: Session, *, structured: bool) -> Server[Any]:
     return Server(
         "warmkernel",
         version=__version__,
-        instructions=INSTRUCTIONS.replace(WAIT, default_wait(session.settings)),
+        instructions=INSTRUCTIONS.replace(WAIT, default_wait(settings)),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        lifespan=connection,
     )
 
 
@@ -326,6 +404,6 @@ def _error_result(error: WarmkernelError, *, structured: bool) -> types.CallTool
 
 async def serve_stdio(session: Session) -> None:
     """Serve MCP over this process's stdin/stdout until the client closes stdin."""
-    server = build_server(session, structured=session.settings.result_mode == "structured")
+    server = build_server(session)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

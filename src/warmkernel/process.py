@@ -60,7 +60,7 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
         Session.open(_on_server(settings, jupyter, notebook), workspace) as session,
     ):
         local = Endpoint("127.0.0.1", 0, "/mcp", new_token())
-        async with serve_http(session, bind(local.host, 0), local, structured=True) as endpoint:
+        async with serve_http(session, bind(local.host, 0), local, {"result_mode": "structured"}) as endpoint:
             descriptor = Descriptor(
                 id=new_daemon_id(),
                 pid=os.getpid(),
@@ -85,8 +85,7 @@ async def run_server(settings: Settings, workspace: Workspace, face: Face) -> No
                 if face.kind == "mcp":
                     await serve_stdio(session)
                 elif face.public is not None and public_socket is not None:
-                    structured = settings.result_mode == "structured"
-                    async with serve_http(session, public_socket, face.public, structured=structured):
+                    async with serve_http(session, public_socket, face.public):
                         await anyio.sleep_forever()
                 else:
                     await anyio.sleep_forever()

@@ -12,6 +12,7 @@ limit, and `notebook_runner.run_cells` walks a notebook plan.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -123,7 +124,11 @@ class Session:
         self._ready = anyio.Event()
         self._reset_lock = anyio.Lock()
         self._inspection_lock = anyio.Lock()
-        self._notice: str | None = None
+        self._ready_since = 0.0
+        self._notices: list[str] = []
+        """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
+        self._notices_shown = 0
+        """Notices before this index reached some connection; later ones wait for the next reply."""
         self._budget = OutputBudget(
             root.subdirectory("output"),
             threshold_bytes=settings.spill_threshold_bytes,
@@ -182,7 +187,7 @@ class Session:
             log.exception("kernel start failed")
             self._start_error = WarmkernelError("kernel_start_failed", f"{type(exc).__name__}: {exc}")
         else:
-            self._kernel = kernel
+            self._kernel, self._ready_since = kernel, time.time()
             self._tg.start_soon(self._watch_exit, kernel)
         finally:
             ready.set()
@@ -196,7 +201,7 @@ class Session:
         reason = kernel.exit_reason()
         if self._running is not None:
             self._running.finish(ExecutionState.DIED, reason=reason)
-        self._notice = (
+        self._notices.append(
             f"note: the kernel (generation {kernel.generation}) died ({reason}); its namespace was lost. "
             f"A fresh kernel (generation {kernel.generation + 1}) was started."
         )
@@ -222,12 +227,23 @@ class Session:
             )
         if self._kernel is None:
             return KernelInfo(self._generation, "starting", spare_kernels_ready=spares)
-        return KernelInfo(self._generation, "ready", place=self._kernel.place(), spare_kernels_ready=spares)
+        return KernelInfo(
+            self._generation,
+            "ready",
+            place=self._kernel.place(),
+            spare_kernels_ready=spares,
+            executions=sum(record.generation == self._generation for record in self._records.values()),
+            ready_since=self._ready_since,
+        )
 
-    def take_notice(self) -> str | None:
-        """A one-time message for the next reply (e.g. that the namespace was lost)."""
-        notice, self._notice = self._notice, None
-        return notice
+    def notice_mark(self) -> int:
+        """Where a new connection starts reading notices: it sees those no connection has seen yet."""
+        return self._notices_shown
+
+    def notices_since(self, mark: int) -> tuple[list[str], int]:
+        """The notices after `mark`, and the mark to read from next time."""
+        self._notices_shown = len(self._notices)
+        return self._notices[mark:], len(self._notices)
 
     async def _shutdown(self) -> None:
         if self._running is not None:
@@ -252,11 +268,14 @@ class Session:
         if self._running is tracker:
             self._running = None
 
-    async def submit(self, source: str, *, cell: NotebookCell | None = None) -> ExecutionRecord:
+    async def submit(
+        self, source: str, *, cell: NotebookCell | None = None, client: str = ""
+    ) -> ExecutionRecord:
         """Accept a cell and send it to the kernel; `busy` if another cell runs.
 
         With `cell`, the execution is a run of that cell of the bound notebook: the kernel
-        tracks what it reads, and its outputs are collected for the `.ipynb`.
+        tracks what it reads, and its outputs are collected for the `.ipynb`. `client` names who
+        sent it (an MCP client's name, or `cli`), for records and for the busy refusals others get.
         """
         # Directives are read after the patch transform: a patch body may hold an odd
         # number of quotes, which would hide a later directive line from the scanner.
@@ -269,7 +288,7 @@ class Session:
             if self._notebook_run is not None and (cell is None or self._notebook_run.stop_requested):
                 raise refusals.notebook_busy(self._notebook_run, "this cell was not run")
             if self._running is not None:
-                raise refusals.busy(self._running.record, "this cell was not run")
+                raise refusals.busy(self._running.record, "this cell was not run", client)
             number = ExecutionNumber(len(self._records) + 1)
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(
@@ -278,6 +297,7 @@ class Session:
                 kernel.generation,
                 directives=directives,
                 patch_literals=transformed.converted,
+                client=client,
                 output=OutputLog(spill := self._budget.spill(number)),
                 displays=DisplayLog(spill),
             )
@@ -457,7 +477,7 @@ class Session:
         return NotebookView(binding.shown, notebook, status, current, dict(binding.unsaved))
 
     async def run_notebook_cells(
-        self, path: str, cells: str | list[str | int], *, stop_on_error: bool
+        self, path: str, cells: str | list[str | int], *, stop_on_error: bool, client: str = ""
     ) -> NotebookRun:
         """Start running the chosen cells in notebook order, one execution each; `busy` if one runs."""
         view = await self.notebook_status(path)
@@ -475,7 +495,7 @@ class Session:
                     run_cells,
                     run,
                     self._bound(),
-                    submit=self._submit_cell,
+                    submit=partial(self._submit_cell, client=client),
                     save=self.settings.save_outputs,
                     on_done=self._notebook_run_done,
                 )
@@ -530,9 +550,9 @@ class Session:
             binding.absorb(_notebook_answer(answer), numbers)
         return True
 
-    async def _submit_cell(self, cell: NotebookCell) -> ExecutionRecord:
+    async def _submit_cell(self, cell: NotebookCell, *, client: str) -> ExecutionRecord:
         """Run one cell of the bound notebook as the next execution (for the notebook runner)."""
-        return await self.submit(cell.source, cell=cell)
+        return await self.submit(cell.source, cell=cell, client=client)
 
     def _notebook_run_done(self) -> None:
         """The notebook run starts no further cell: other cells may run again."""

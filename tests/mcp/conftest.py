@@ -43,7 +43,7 @@ async def memory_server(workspace: Path, **settings: object) -> AsyncIterator[Cl
     config = Settings(**settings)  # type: ignore[arg-type]
     async with (
         Session.open(config, Workspace(workspace, "launch_cwd")) as session,
-        Client(build_server(session, structured=config.result_mode == "structured")) as client,
+        Client(build_server(session)) as client,
     ):
         yield client
 
@@ -73,7 +73,7 @@ async def http_endpoint(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     endpoint = Endpoint("127.0.0.1", 0, "/mcp", new_token())
     async with (
         Session.open(Settings(), workspace) as session,
-        serve_http(session, bind("127.0.0.1", 0), endpoint, structured=False) as bound,
+        serve_http(session, bind("127.0.0.1", 0), endpoint) as bound,
     ):
         yield bound
 

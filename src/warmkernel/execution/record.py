@@ -58,6 +58,8 @@ class ExecutionRecord:
     end_reason: str = ""
     """Why a killed or died execution ended, e.g. `exit code 3` or `signal SIGKILL`."""
     patch_literals: int = 0
+    client: str = ""
+    """Who submitted the cell: an MCP client's name (`claude-code`), `cli`, or "" when unknown."""
     """How many Apply Patch literals were converted before the cell was sent."""
     cell_id: str | None = None
     """The id of the notebook cell this execution ran, if it was one (run_notebook_cells)."""

@@ -77,6 +77,10 @@ class KernelInfo:
     place: KernelPlace = field(default_factory=KernelPlace)
     spare_kernels_ready: int | None = None
     """Spare kernels started and waiting for a reset; None when the session keeps none."""
+    executions: int = 0
+    """Cells this kernel has run (its namespace holds what they made)."""
+    ready_since: float | None = None
+    """When it became ready (`time.time()`); None before."""
 
 
 class Kernel(ABC):

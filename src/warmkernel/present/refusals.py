@@ -9,19 +9,22 @@ from warmkernel.present.hints import call
 from warmkernel.types import ExecutionState
 
 
-def busy(running: ExecutionRecord, consequence: str) -> WarmkernelError:
-    """`busy`: a cell runs (or waits for input), so this call did nothing."""
+def busy(running: ExecutionRecord, consequence: str, caller: str = "") -> WarmkernelError:
+    """`busy`: a cell runs (or waits for input), so this call did nothing. Names the client that
+    sent the running cell, unless it is the caller itself."""
     number = running.number
+    other = running.client and running.client != caller
+    who = f"execution {number}" + (f" (sent by {running.client})" if other else "")
     if running.state is ExecutionState.AWAITING_INPUT:
         return WarmkernelError(
             "busy",
-            f"execution {number} is waiting for input; {consequence}. Answer it with "
+            f"{who} is waiting for input; {consequence}. Answer it with "
             f"{call('send_python_input', text='...', execution=number)}, "
             f"or {call('interrupt_python')} to stop it.",
         )
     return WarmkernelError(
         "busy",
-        f"execution {number} is still running; {consequence}. Call {call('wait_python', execution=number)} "
+        f"{who} is still running; {consequence}. Call {call('wait_python', execution=number)} "
         f"to wait for it, or {call('interrupt_python')} to stop it.",
     )
 

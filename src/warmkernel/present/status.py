@@ -3,12 +3,14 @@ list_python_executions, interrupt_python and reset_python."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
+from warmkernel.kernel.helper import VariableListing
 from warmkernel.present.execution import record_facts
 from warmkernel.present.hints import call
 from warmkernel.present.reads import dropped
@@ -156,3 +158,42 @@ def reset_reply(killed: ExecutionRecord | None, kernel: KernelInfo, workspace: P
     return Reply(
         text, {"generation": kernel.generation, "killed_execution": killed.number if killed else None}
     )
+
+
+JOINED_VARIABLES = 12
+"""Variables a joined-kernel note names; list_python_variables shows them all."""
+
+
+def joined_reply(
+    kernel: KernelInfo,
+    records: Sequence[ExecutionRecord],
+    running: ExecutionRecord | None,
+    listing: VariableListing | None,
+) -> Reply:
+    """What a client that comes to a kernel already in use should know first."""
+    age = f", up {duration(time.time() - kernel.ready_since)}" if kernel.ready_since else ""
+    lines = [
+        f"note: you joined a live kernel (generation {kernel.generation}{age}): {kernel.executions} "
+        f"execution{'s' if kernel.executions != 1 else ''} in its namespace, {len(records)} kept in all; "
+        f"{call('list_python_executions')} lists them."
+    ]
+    if running is not None:
+        sender = f" (sent by {running.client})" if running.client else ""
+        lines.append(
+            f"In [{running.number}]{sender} is running: {call('wait_python', execution=running.number)}."
+        )
+    variables: list[dict[str, str]] = []
+    if listing is not None and listing["variables"]:
+        variables = [{"name": row["name"], "type": row["type"]} for row in listing["variables"]]
+        shown = ", ".join(f"{row['name']} ({row['type']})" for row in variables[:JOINED_VARIABLES])
+        more = len(variables) - JOINED_VARIABLES
+        tail = f", and {more} more" if more > 0 else ""
+        lines.append(f"variables: {shown}{tail}; {call('inspect_python_variable', name='NAME')} shows one.")
+    data = {
+        "generation": kernel.generation,
+        "executions": kernel.executions,
+        "records": len(records),
+        "running": running.number if running is not None else None,
+        "variables": variables,
+    }
+    return Reply("\n".join(lines), data)

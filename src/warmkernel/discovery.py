@@ -1,13 +1,18 @@
-"""Daemon descriptors: how a command line finds the very kernel an agent is using.
+"""Daemon descriptors: how every client (a host's `warmkernel mcp`, a CLI verb) finds the one
+daemon of its workspace.
 
-Every server process writes one descriptor (JSON: id, pid, workspace, url, token, kind,
-started_at, notebook) with mode 0600 into a per-user runtime directory with mode 0700, and
-removes it at exit. A descriptor whose process is gone is ignored and deleted. This module
-also starts a detached daemon for a workspace that has no live daemon, and stops one.
+Each daemon writes one descriptor (JSON: id, pid, workspace, socket, version, kernel options,
+...) with mode 0600 into a per-user runtime directory with mode 0700, and removes it at exit. A
+descriptor whose process is gone is ignored and deleted; fields a reader does not know are
+ignored (a newer daemon may add some). This module also starts a detached daemon for a workspace
+that has none, under a lock, so that any number of concurrent first calls end with one daemon;
+and stops daemons.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -17,10 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import psutil
 
@@ -30,21 +36,23 @@ RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
 DAEMON_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 
-DaemonKind = Literal["mcp", "serve", "daemon"]
-
 
 @dataclass(frozen=True)
 class Descriptor:
     id: str
     pid: int
     workspace: str
-    url: str
-    token: str
-    kind: DaemonKind
+    socket: str
+    """The Unix socket that speaks MCP, one JSON message a line after a hello (`socket_face`)."""
     started_at: float
+    version: str = ""
+    """The warmkernel version the daemon runs."""
+    kernel_options: dict[str, Any] = field(default_factory=dict)
+    """The kernel options it runs with (`Settings` fields): a client asking for others is refused."""
+    idle_stop_s: float = 0.0
     notebook: str | None = None
     public_url: str | None = None
-    """For `serve`: the Streamable HTTP endpoint it serves to others, with `public_token`."""
+    """While `warmkernel serve` runs: the Streamable HTTP endpoint it serves, with `public_token`."""
     public_token: str | None = None
     jupyter_url: str | None = None
     """For `start --serve`: the owned Jupyter Server's URL with its token (what VS Code takes)."""
@@ -54,7 +62,15 @@ class Descriptor:
     def describe(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
         notebook = f"  notebook {self.notebook}" if self.notebook else ""
-        return f"{self.id}  {self.kind:<6} pid {self.pid:<7} since {started}  {self.workspace}{notebook}"
+        return f"{self.id}  pid {self.pid:<7} since {started}  {self.workspace}{notebook}"
+
+    @classmethod
+    def from_json(cls, data: Any) -> Descriptor:
+        """The descriptor a file holds; fields this version does not know are ignored."""
+        if not isinstance(data, dict):
+            raise TypeError("a descriptor is a JSON object")
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
     def jupyter_lines(self) -> list[str]:
         """Where a person attaches to the daemon's kernel, when it runs on a Jupyter Server it owns."""
@@ -125,7 +141,7 @@ def live_descriptors() -> list[Descriptor]:
     found: list[Descriptor] = []
     for path in sorted(_descriptors_dir().glob("*.json")):
         try:
-            descriptor = Descriptor(**json.loads(path.read_text()))
+            descriptor = Descriptor.from_json(json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             path.unlink(missing_ok=True)
             continue
@@ -159,10 +175,59 @@ def find_daemon(cwd: Path, daemon_id: str | None = None) -> Descriptor | None:
     return matching[0] if matching else None
 
 
+@contextmanager
+def _start_lock(workspace: Path) -> Iterator[None]:
+    """Held while a workspace's daemon is looked for and, if need be, started."""
+    locks = runtime_dir() / "locks"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    name = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
+    fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def ensure_daemon(
+    workspace: Path,
+    daemon_args: list[str],
+    environment: Mapping[str, str] | None = None,
+    kernel_options: Mapping[str, Any] | None = None,
+) -> tuple[Descriptor, bool]:
+    """The live daemon of `workspace`, else one started with `daemon_args`; and whether it was started.
+
+    `kernel_options` are the ones the caller asked for explicitly: a live daemon that runs with
+    others is refused (`kernel_options_differ`), never silently used.
+    """
+    with _start_lock(workspace):
+        descriptor = find_daemon(workspace)
+        if descriptor is not None:
+            check_kernel_options(descriptor, kernel_options or {})
+            return descriptor, False
+        return start_daemon(workspace, daemon_args, environment), True
+
+
+def check_kernel_options(descriptor: Descriptor, asked: Mapping[str, Any]) -> None:
+    """Refuse a live daemon whose kernel options differ from those asked, naming the difference."""
+    different = [
+        f"{name} {descriptor.kernel_options.get(name)!r} (you asked for {value!r})"
+        for name, value in asked.items()
+        if descriptor.kernel_options.get(name) != value
+    ]
+    if different:
+        raise WarmkernelError(
+            "kernel_options_differ",
+            f"the daemon of {descriptor.workspace} (pid {descriptor.pid}) runs with "
+            + "; ".join(different)
+            + ". `warmkernel stop` it to start one with your options, or drop them to use it as it is",
+        )
+
+
 def start_daemon(
     workspace: Path, extra_args: list[str], environment: Mapping[str, str] | None = None
 ) -> Descriptor:
-    """Start `warmkernel serve --daemon` detached in `workspace` and return its descriptor.
+    """Start `warmkernel daemon` detached in `workspace` and return its descriptor.
 
     `environment` is added to ours for the daemon: secrets go there, never on its command line.
 
@@ -177,8 +242,7 @@ def start_daemon(
                 sys.executable,
                 "-m",
                 "warmkernel",
-                "serve",
-                "--detached",
+                "daemon",
                 "--ready-fd",
                 str(write_fd),
                 *extra_args,
@@ -219,12 +283,7 @@ def _read_line(fd: int, timeout_s: float) -> str:
 
 
 def stop_daemon(descriptor: Descriptor) -> None:
-    """SIGTERM a daemon or `serve` process and wait until it has cleaned up."""
-    if descriptor.kind == "mcp":
-        raise WarmkernelError(
-            "daemon_error",
-            f"{descriptor.id} is an MCP server run by an agent's host; it stops when the host closes it",
-        )
+    """SIGTERM a daemon and wait until it has cleaned up (its kernel and servers stopped)."""
     try:
         process = psutil.Process(descriptor.pid)
         process.send_signal(signal.SIGTERM)

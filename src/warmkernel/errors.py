@@ -12,7 +12,8 @@
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
                                         jupyter_server_failed, serve_unavailable
-      codes for finding a session:      daemon_not_found, ambiguous_daemon, daemon_error
+      codes for finding a daemon:       daemon_not_found, ambiguous_daemon, kernel_options_differ,
+                                        daemon_error
       our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
@@ -41,6 +42,7 @@ CallerMistake = Literal[
     "invalid_config",
     "daemon_not_found",
     "ambiguous_daemon",
+    "kernel_options_differ",
 ]
 """Codes that mean the request or the configuration must change (the CLI exits with 2)."""
 

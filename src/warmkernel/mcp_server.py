@@ -88,10 +88,11 @@ class Connection:
     """The kernel had run cells before this client came: its first run or status says what is there."""
 
     @classmethod
-    def open(cls, session: Session, settings: Settings, *, greeting: str | None = None) -> Connection:
-        return cls(
-            session, settings, session.notice_mark(), greeting, joined=session.kernel_info().executions > 0
-        )
+    def open(
+        cls, session: Session, settings: Settings, *, greeting: str | None, tell_joined: bool
+    ) -> Connection:
+        joined = tell_joined and session.kernel_info().executions > 0
+        return cls(session, settings, session.notice_mark(), greeting, joined)
 
 
 def client_name(ctx: ServerRequestContext[Any]) -> str:
@@ -306,13 +307,18 @@ assert set(_HANDLERS) == set(TOOLS_BY_NAME), "every declared tool has exactly on
 
 
 def build_server(
-    session: Session, options: Mapping[str, Any] | None = None, *, greeting: str | None = None
+    session: Session,
+    options: Mapping[str, Any] | None = None,
+    *,
+    greeting: str | None = None,
+    tell_joined: bool = True,
 ) -> Server[Any]:
     """An MCP server over an open session; any transport can serve it, to any number of clients.
 
     `options` are reply options of these clients (`Settings` fields), over the session's own;
-    `greeting` is said once to each. A `structured` result mode adds structuredContent and output
-    schemas; the text stays the same.
+    `greeting` is said once to each; `tell_joined`: a client that comes to a kernel in use is
+    told, once, what is there (a CLI verb, one call long, is not). A `structured` result mode adds
+    structuredContent and output schemas; the text stays the same.
     """
     settings = replace(session.settings, **(options or {}))
     structured = settings.result_mode == "structured"
@@ -321,7 +327,7 @@ def build_server(
     async def connection(_: Server[Any]) -> AsyncIterator[Connection]:
         """Entered once per `Server.run`: one client over stdio or a socket. Streamable HTTP
         enters it once for the whole endpoint, so its clients share one connection."""
-        yield Connection.open(session, settings, greeting=greeting)
+        yield Connection.open(session, settings, greeting=greeting, tell_joined=tell_joined)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

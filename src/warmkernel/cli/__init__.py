@@ -11,11 +11,10 @@ import json
 import sys
 from collections.abc import Sequence
 
-import anyio
-
-from warmkernel.cli.daemon_verbs import LOCAL_VERBS, serve
+from warmkernel.cli.daemon_verbs import LOCAL_VERBS
 from warmkernel.cli.exits import EXIT_ERROR, EXIT_USAGE
 from warmkernel.cli.parser import attach_dash_values, build_parser
+from warmkernel.cli.serving import SERVING_VERBS
 from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 
@@ -23,12 +22,10 @@ from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(attach_dash_values(sys.argv[1:] if argv is None else argv))
     try:
-        if args.verb in ("mcp", "serve"):
-            return serve(args)
-        handler = LOCAL_VERBS.get(args.verb)
+        handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb)
         if handler is not None:
             return handler(args)
-        return anyio.run(run_tool_verb, args)
+        return run_tool_verb(args)
     except WarmkernelError as exc:
         if getattr(args, "json", False):
             print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))

@@ -1,102 +1,105 @@
-"""Verbs about daemons rather than tool calls: list, start, stop, serve, and `init`."""
+"""Verbs about daemons rather than tool calls: list, start and stop them, and `init`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-import anyio
+import psutil
 
 from warmkernel.cli.exits import EXIT_OK, exit_status
-from warmkernel.cli.options import kernel_environment, kernel_flags, settings_from
-from warmkernel.client import ToolOutcome, open_daemon
-from warmkernel.config import Settings, load_summarizers
-from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, start_daemon, stop_daemon
+from warmkernel.cli.options import asked_kernel_options, daemon_environment, daemon_flags
+from warmkernel.client import ToolOutcome, open_daemon, open_socket
+from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.scaffold import SNIPPETS, init_project
-from warmkernel.workspace import Workspace, resolve_workspace
-
-if TYPE_CHECKING:
-    from warmkernel.process import Face
-
-# Server-side modules (the process, the session, the kernel, uvicorn) are imported inside the
-# serving verbs only: a client verb is a short-lived process that should load none of them.
+from warmkernel.workspace import resolve_workspace
 
 
-def serve(args: argparse.Namespace) -> int:
-    import logging
-
-    from warmkernel.http_transport import Endpoint, check_bind, new_token
-    from warmkernel.process import Face
-
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s"
-    )
-    workspace = resolve_workspace(Path.cwd())
-    if args.verb == "mcp":
-        face = Face("mcp")
-    elif args.detached:
-        face = Face("daemon", ready_fd=args.ready_fd)
-    else:
-        check_bind(args.host, args.allowed_host)
-        token = args.token or os.environ.get("WARMKERNEL_TOKEN") or new_token()
-        face = Face("serve", Endpoint(args.host, args.port, args.path, token, tuple(args.allowed_host)))
-    if getattr(args, "jupyter_server", False):
-        face = replace(face, jupyter=True, jupyter_notebook=args.jupyter_notebook)
-    settings = replace(settings_from(args), summarizers=load_summarizers(workspace.path))
-    anyio.run(_serve_until_signalled, settings, workspace, face)
-    return EXIT_OK
-
-
-async def _serve_until_signalled(settings: Settings, workspace: Workspace, face: Face) -> None:
-    """Serve until stdin closes (stdio) or a signal asks us to stop; clean up either way."""
-    from warmkernel.process import run_server
-
-    failure: WarmkernelError | None = None
-    async with anyio.create_task_group() as tg:
-
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
-                async for _ in signals:
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(stop_on_signal)
-        try:
-            await run_server(settings, workspace, face)
-        except WarmkernelError as exc:
-            failure = exc  # raised as itself below, not inside the task group's ExceptionGroup
-        tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+def workspace_daemon(
+    args: argparse.Namespace, extra_flags: list[str] | None = None
+) -> tuple[Descriptor, bool]:
+    """The daemon of this workspace, started with this command line's kernel options if there is
+    none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
+    options than those given."""
+    workspace = resolve_workspace(Path.cwd()).path
+    flags = [*daemon_flags(args), *(extra_flags or [])]
+    return ensure_daemon(workspace, flags, daemon_environment(args), asked_kernel_options(args))
 
 
 def sessions(args: argparse.Namespace) -> int:
-    daemons = live_descriptors()
+    """Every live daemon of this user, with what it is doing."""
+    rows = [_daemon_state(descriptor) for descriptor in live_descriptors()]
     if args.json:
-        print(json.dumps([vars(d) for d in daemons], indent=2))
-    elif not daemons:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
         print("No live daemons.")
     else:
-        for descriptor in daemons:
-            print(descriptor.describe())
+        for row in rows:
+            print(_describe(row))
     return EXIT_OK
 
 
+def _daemon_state(descriptor: Descriptor) -> dict[str, Any]:
+    """The descriptor, with the daemon's own status and the memory of it and its kernel."""
+    state: dict[str, Any] = {**vars(descriptor)}
+    try:
+        sock, status = open_socket(descriptor, "status")
+        sock.close()
+    except WarmkernelError as exc:
+        return state | {"status_error": exc.message}
+    state |= {key: value for key, value in status.items() if key not in ("ok", "version")}
+    state["memory_bytes"] = {
+        "daemon": _rss(descriptor.pid),
+        "kernel": _rss(status.get("kernel", {}).get("pid")),
+    }
+    return state
+
+
+def _rss(pid: int | None) -> int | None:
+    """Resident memory of a process and its descendants (a kernel's subprocesses count)."""
+    if pid is None:
+        return None
+    try:
+        process = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
+    except psutil.Error:
+        return None
+
+
+def _describe(row: dict[str, Any]) -> str:
+    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["started_at"]))
+    if "status_error" in row:
+        return (
+            f"{row['id']}  pid {row['pid']:<7} since {started}  {row['workspace']}  ({row['status_error']})"
+        )
+    kernel = row["kernel"]
+    memory = row["memory_bytes"]
+    megabytes = "/".join("?" if size is None else f"{size / 2**20:.0f}" for size in memory.values())
+    running = f", running In [{row['running']}]" if row.get("running") else ""
+    return (
+        f"{row['id']}  pid {row['pid']:<7} since {started}  {row['workspace']}\n"
+        f"    clients {row['clients']}, kernel {kernel['state']} (generation {kernel['generation']}, "
+        f"pid {kernel['pid']}){running}, {row['executions']} executions, memory {megabytes} MB "
+        f"(daemon/kernel), idle {row['idle_s']:.0f} s"
+    )
+
+
 def start(args: argparse.Namespace) -> int:
-    descriptor = find_daemon(Path.cwd(), args.daemon)
-    started = descriptor is None
-    serving = _serve_flags(args, descriptor) if args.serve else []
-    if descriptor is None:
-        descriptor = start_daemon(Path.cwd(), [*kernel_flags(args), *serving], kernel_environment(args))
-    outcome = anyio.run(_warm_start, args, descriptor) if args.notebook else None
+    """Start the workspace's daemon if none is live; with NB, warm its kernel with the notebook."""
+    descriptor, started = workspace_daemon(args, _serve_flags(args) if args.serve else [])
+    if args.serve and descriptor.jupyter_url is None:
+        raise WarmkernelError(
+            "daemon_error",
+            f"daemon {descriptor.id} already serves {descriptor.workspace} without a Jupyter Server; "
+            "`warmkernel stop` it, then `warmkernel start --serve` again",
+        )
+    outcome = _warm_start(args, descriptor) if args.notebook else None
     if args.json:
         run = {"run": outcome.data} if outcome is not None else {}
         print(json.dumps(vars(descriptor) | {"started": started} | run, indent=2))
@@ -109,7 +112,7 @@ def start(args: argparse.Namespace) -> int:
     return exit_status("nb run", outcome) if outcome is not None else EXIT_OK
 
 
-def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[str]:
+def _serve_flags(args: argparse.Namespace) -> list[str]:
     """What tells a new daemon to own a Jupyter Server (`start --serve`); refused when that cannot be."""
     from warmkernel.jupyter_host import check_available
 
@@ -118,12 +121,6 @@ def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[s
         raise WarmkernelError(
             "invalid_arguments", "--serve runs the kernel on a Jupyter Server of its own; drop --jupyter-url"
         )
-    if running is not None and running.jupyter_url is None:
-        raise WarmkernelError(
-            "daemon_error",
-            f"daemon {running.id} already serves {running.workspace} without a Jupyter Server; "
-            "`warmkernel stop` it, then `warmkernel start --serve` again",
-        )
     if args.notebook is None:
         return ["--jupyter-server"]
     if not Path(args.notebook).is_file():
@@ -131,7 +128,7 @@ def _serve_flags(args: argparse.Namespace, running: Descriptor | None) -> list[s
     return ["--jupyter-server", "--jupyter-notebook", notebook_path(args.notebook)]
 
 
-async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
+def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
     """Run the notebook's cells that are not fresh (all of them in a new daemon), past errors."""
     arguments = {
         "path": notebook_path(args.notebook),
@@ -139,16 +136,25 @@ async def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolO
         "stop_on_error": False,
         "timeout_seconds": args.timeout,
     }
-    async with open_daemon(descriptor.url, descriptor.token) as client:
-        return await client.call_tool("run_notebook_cells", arguments)
+    with open_daemon(descriptor) as client:
+        return client.call_tool("run_notebook_cells", arguments)
 
 
 def stop(args: argparse.Namespace) -> int:
-    descriptor = find_daemon(Path.cwd(), args.daemon)
-    if descriptor is None:
-        raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
-    stop_daemon(descriptor)
-    print(json.dumps({"stopped": descriptor.id}) if args.json else f"stopped {descriptor.describe()}")
+    """Stop this workspace's daemon (or the one named), or with --all every daemon of this user."""
+    if args.all:
+        stopping = live_descriptors()
+    else:
+        descriptor = find_daemon(Path.cwd(), args.daemon)
+        if descriptor is None:
+            raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
+        stopping = [descriptor]
+    for descriptor in stopping:
+        stop_daemon(descriptor)
+        if not args.json:
+            print(f"stopped {descriptor.describe()}")
+    if args.json:
+        print(json.dumps({"stopped": [descriptor.id for descriptor in stopping]}))
     return EXIT_OK
 
 

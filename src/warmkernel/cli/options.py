@@ -1,5 +1,7 @@
-"""Kernel options on the command line: the flags that set a server's `Settings`, and how they
-reach a daemon (flags on its command line, the Jupyter token in its environment).
+"""Server options on the command line: which `Settings` field each flag sets, whether it belongs
+to the daemon (kernel options) or to the client (reply options), and how they travel: kernel
+options as flags on a new daemon's command line (the Jupyter token in its environment), reply
+options in the client's hello.
 """
 
 from __future__ import annotations
@@ -8,17 +10,18 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from warmkernel.config import Settings
 
 
 @dataclass(frozen=True)
-class _KernelOption:
-    """A command-line flag that sets one `Settings` field of a server."""
+class _Option:
+    """A command-line flag that sets one `Settings` field."""
 
     flag: str
     field: str
+    scope: Literal["kernel", "reply"]
     help: str
     metavar: str | None = None
     type: Callable[[str], Any] = str
@@ -36,131 +39,191 @@ def _count(text: str) -> int:
     return value
 
 
-_KERNEL_OPTIONS = (
-    _KernelOption("--python", "python", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
-    _KernelOption(
+_OPTIONS = (
+    _Option("--python", "python", "kernel", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
+    _Option(
         "--result-mode",
         "result_mode",
+        "reply",
         "structured adds structuredContent and output schemas; the text is the same",
         choices=("content", "structured"),
     ),
-    _KernelOption(
+    _Option(
         "--wait",
         "default_wait_s",
+        "reply",
         "how long run_python waits for a cell before replying that it still runs",
         "SECONDS",
         float,
     ),
-    _KernelOption(
+    _Option(
         "--inline-lines",
         "inline_max_lines",
+        "reply",
         "lines of a finished cell shown inline before head and tail",
         "N",
         int,
     ),
-    _KernelOption(
+    _Option(
         "--inline-chars",
         "inline_max_chars",
+        "reply",
         "characters of a finished cell shown inline before head and tail",
         "N",
         int,
     ),
-    _KernelOption(
+    _Option(
         "--max-output-bytes",
         "max_output_bytes",
+        "kernel",
         "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
         "BYTES",
         int,
     ),
-    _KernelOption(
+    _Option(
         "--spill-threshold-bytes",
         "spill_threshold_bytes",
+        "kernel",
         "an execution's output moves from memory to private files past this size",
         "BYTES",
         int,
     ),
-    _KernelOption(
+    _Option(
         "--spare-kernels",
         "spare_kernels",
+        "kernel",
         "fresh kernels kept started in the background, so that a reset swaps one in at once "
         "(a spare started before a package was installed is replaced)",
         "N",
         _count,
     ),
-    _KernelOption(
+    _Option(
         "--jupyter-url",
         "jupyter_url",
+        "kernel",
         "create the kernel on this Jupyter Server, Kernel Gateway or Enterprise Gateway instead of locally",
         "URL",
     ),
-    _KernelOption("--kernel-name", "kernel_name", "kernelspec the Jupyter server starts", "NAME"),
-    _KernelOption(
-        "--max-images", "max_images_per_reply", "images one reply shows; the rest are named", "N", int
+    _Option("--kernel-name", "kernel_name", "kernel", "kernelspec the Jupyter server starts", "NAME"),
+    _Option(
+        "--max-images", "max_images_per_reply", "reply", "images one reply shows; the rest named", "N", int
     ),
-    _KernelOption("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", int),
+    _Option(
+        "--max-image-bytes", "max_image_bytes", "reply", "larger images are named, not shown", "BYTES", int
+    ),
 )
 
 
 _JUPYTER_TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
+IDLE_STOP_DEFAULT_S = 12 * 3600.0
 
 
-def add_kernel_options(parser: argparse.ArgumentParser) -> None:
+def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) -> None:
+    """The kernel and reply flags; with `daemon`, those of a daemon this command may start too.
+
+    Every default is None here (the `Settings` default applies): what the caller did not give
+    is neither sent to a daemon nor compared with a live one's options.
+    """
     defaults = Settings()
-    group = parser.add_argument_group("kernel and replies")
-    for option in _KERNEL_OPTIONS:
+    kernel = parser.add_argument_group("kernel (the daemon's; a live daemon with other ones is refused)")
+    replies = parser.add_argument_group("replies (this client's own)")
+    for option in _OPTIONS:
+        group = kernel if option.scope == "kernel" else replies
         group.add_argument(
             option.flag,
             dest=option.field,
-            default=getattr(defaults, option.field),
             type=option.type,
             metavar=option.metavar,
             choices=option.choices,
-            help=option.help,
+            help=f"{option.help} (default: {getattr(defaults, option.field)})",
         )
-    group.add_argument(
+    kernel.add_argument(
         "--no-save-outputs",
         dest="save_outputs",
-        action="store_false",
+        action="store_const",
+        const=False,
         help="do not write the outputs of notebook cells back into the .ipynb",
     )
-    group.add_argument(
+    kernel.add_argument(
         "--jupyter-token",
         metavar="TOKEN",
-        default=argparse.SUPPRESS,
         help=f"token of --jupyter-url (default: ${_JUPYTER_TOKEN_VARIABLE}, which other users cannot "
         "read in the process list, unlike a flag)",
     )
-    group.add_argument(
-        "--log-level",
-        default="WARNING",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="server log level (the log goes to stderr)",
-    )
+    if daemon:
+        kernel.add_argument(
+            "--idle-stop",
+            type=float,
+            metavar="SECONDS",
+            help="a daemon started here stops after this long with no client and no running cell; "
+            f"0: never (default: {IDLE_STOP_DEFAULT_S:g}, 12 h)",
+        )
+        kernel.add_argument(
+            "--log-level",
+            default="WARNING",
+            choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+            help="daemon log level (its log is in the runtime directory)",
+        )
 
 
-def kernel_flags(args: argparse.Namespace) -> list[str]:
-    """The kernel options given on this command line, to pass on to a daemon (the token goes in
-    its environment: see `kernel_environment`)."""
+def _given(args: argparse.Namespace, scope: str) -> dict[str, Any]:
+    return {
+        option.field: getattr(args, option.field)
+        for option in _OPTIONS
+        if option.scope == scope and getattr(args, option.field, None) is not None
+    }
+
+
+def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The kernel options given on this command line, as a daemon's descriptor states them."""
+    asked = _given(args, "kernel")
+    if getattr(args, "save_outputs", None) is not None:
+        asked["save_outputs"] = args.save_outputs
+    if "python" in asked:  # relative to the workspace, as the daemon (started there) sees it
+        asked["python"] = os.path.abspath(asked["python"])
+    return asked
+
+
+def kernel_options_of(settings: Settings) -> dict[str, Any]:
+    """What a daemon states about its kernel options, for clients to compare with theirs."""
+    fields = [option.field for option in _OPTIONS if option.scope == "kernel"]
+    return {field: getattr(settings, field) for field in [*fields, "save_outputs"]}
+
+
+def reply_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The reply options given on this command line, for this client's hello."""
+    return _given(args, "reply")
+
+
+def daemon_flags(args: argparse.Namespace) -> list[str]:
+    """The command line of a daemon started for this one: its kernel options and lifetime (the
+    Jupyter token goes in the daemon's environment: see `daemon_environment`)."""
     flags = [
         item
-        for option in _KERNEL_OPTIONS
-        if getattr(args, option.field) is not None
+        for option in _OPTIONS
+        if option.scope == "kernel" and getattr(args, option.field, None) is not None
         for item in (option.flag, str(getattr(args, option.field)))
     ]
-    saving = [] if args.save_outputs else ["--no-save-outputs"]
-    return [*flags, *saving, "--log-level", args.log_level]
+    if getattr(args, "save_outputs", None) is False:
+        flags.append("--no-save-outputs")
+    if getattr(args, "idle_stop", None) is not None:
+        flags += ["--idle-stop", f"{args.idle_stop:g}"]
+    return [*flags, "--log-level", getattr(args, "log_level", "WARNING")]
 
 
 def _jupyter_token(args: argparse.Namespace) -> str | None:
     return getattr(args, "jupyter_token", None) or os.environ.get(_JUPYTER_TOKEN_VARIABLE) or None
 
 
-def kernel_environment(args: argparse.Namespace) -> dict[str, str]:
+def daemon_environment(args: argparse.Namespace) -> dict[str, str]:
     """What a daemon inherits beside the flags: the Jupyter token, kept out of its argv."""
     token = _jupyter_token(args)
     return {_JUPYTER_TOKEN_VARIABLE: token} if token else {}
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    fields = {option.field: getattr(args, option.field) for option in _KERNEL_OPTIONS}
-    return Settings(save_outputs=args.save_outputs, jupyter_token=_jupyter_token(args), **fields)
+    """A server's settings: the defaults, and the options given on its command line."""
+    given = _given(args, "kernel") | _given(args, "reply")
+    if getattr(args, "save_outputs", None) is not None:
+        given["save_outputs"] = args.save_outputs
+    return Settings(jupyter_token=_jupyter_token(args), **given)

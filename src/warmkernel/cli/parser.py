@@ -11,7 +11,7 @@ from typing import Any
 
 from warmkernel import __version__
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
-from warmkernel.cli.options import add_kernel_options
+from warmkernel.cli.options import add_server_options
 from warmkernel.cli.tool_verbs import RUN, RUN_DIRECTIVES, offered
 from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.tool_specs import TOOLS
@@ -21,8 +21,10 @@ _LOCAL_EXAMPLES = {
     "sessions": "warmkernel sessions                     the live daemons of this user",
     "start": "warmkernel start analysis.ipynb        a daemon whose kernel has run the notebook's cells\n"
     "warmkernel start --serve               the same, on a Jupyter Server JupyterLab or VS Code attaches to",
-    "stop": "warmkernel stop                        stop this workspace's daemon",
-    "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)",
+    "stop": "warmkernel stop                        stop this workspace's daemon\n"
+    "warmkernel stop --all                  stop every daemon of this user",
+    "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)\n"
+    "warmkernel mcp --inline-chars 8000     the same, with replies of at most 8,000 characters",
     "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
     "init": "warmkernel init                        set the project up for agents",
 }
@@ -113,7 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                 nb_verbs = notebook.add_subparsers(dest="nb_verb", metavar="NB_VERB", required=True)
             _add_tool_verb(nb_verbs, tool, tool_verb, client)
 
-    verb("sessions", "list the live daemons of this user")
+    verb(
+        "sessions",
+        "the live daemons of this user: workspace, clients, kernel, memory, idle time",
+        "The live daemons of this user: for each, its workspace and pid, the clients connected, its "
+        "kernel's state and pid, how many executions it keeps, the memory of the daemon and of the "
+        "kernel (with what it started), and how long it has been idle.",
+    )
 
     start = verb(
         "start",
@@ -133,25 +141,40 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
     )
-    add_kernel_options(start)
-    verb("stop", "stop the daemon (or serve process) of this workspace")
+    add_server_options(start)
+    stop = verb(
+        "stop",
+        "stop the daemon of this workspace, its kernel and its servers",
+        "Stop the daemon of this workspace (or the one --daemon names), its kernel and its servers. "
+        "Its records stay in the journal for the next daemon.",
+    )
+    stop.add_argument("--all", action="store_true", help="stop every live daemon of this user")
 
     mcp = verb(
         "mcp",
         "serve the MCP tools over stdio (what MCP hosts launch)",
-        "Serve the MCP tools over stdin/stdout for an MCP host. The workspace is the current directory, "
-        f"or what the trusted resolver named by {CONFIG_ENV} (an absolute path) returns. The kernel "
-        "starts at once, in the background.",
+        "Serve the MCP tools over stdin/stdout for an MCP host: a relay to the workspace's daemon, "
+        "started if there is none. When the host ends, the daemon and its kernel stay for the next "
+        "conversation. The workspace is the current directory, or what the trusted resolver named by "
+        f"{CONFIG_ENV} (an absolute path) returns. Kernel options are the daemon's: a live daemon with "
+        "other ones is refused (kernel_options_differ). Reply options are this client's own.",
         parents=False,
     )
-    add_kernel_options(mcp)
+    mcp.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="own a kernel in this process instead (CI, sandboxes): nothing outlives it, and no other "
+        "client reaches it",
+    )
+    add_server_options(mcp)
 
     serve = verb(
         "serve",
         "serve the MCP tools over Streamable HTTP",
-        "Serve the MCP tools over Streamable HTTP. Every request needs 'Authorization: Bearer TOKEN'; "
-        "the token is --token, else $WARMKERNEL_TOKEN, else generated and written to the daemon "
-        "descriptor (see `warmkernel sessions --json`).",
+        "Serve the tools of this workspace's daemon (started if there is none) over Streamable HTTP, "
+        "until stopped (Ctrl-C, SIGTERM). Every request needs 'Authorization: Bearer TOKEN'; the token "
+        "is --token, else $WARMKERNEL_TOKEN, else generated and written to the daemon's descriptor "
+        "(see `warmkernel sessions --json`). HTTP clients, hosts over stdio and the CLI share one kernel.",
         parents=False,
     )
     serve.add_argument(
@@ -169,11 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[:PORT]",
         help="a Host header to accept (repeatable); required to bind beyond loopback",
     )
-    serve.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
-    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
-    serve.add_argument("--jupyter-server", action="store_true", help=argparse.SUPPRESS)
-    serve.add_argument("--jupyter-notebook", type=Path, help=argparse.SUPPRESS)
-    add_kernel_options(serve)
+    add_server_options(serve)
+
+    # The daemon itself, as `discovery.start_daemon` runs it (no help: not for people to call).
+    daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)
+    daemon.add_argument("--ready-fd", type=int)
+    daemon.add_argument("--jupyter-server", action="store_true")
+    daemon.add_argument("--jupyter-notebook", type=Path)
+    add_server_options(daemon)
 
     init = verb(
         "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False

@@ -7,17 +7,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from warmkernel.cli.daemon_verbs import workspace_daemon
 from warmkernel.cli.exits import exit_status
-from warmkernel.client import locate, open_daemon
+from warmkernel.client import open_daemon
+from warmkernel.discovery import find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.tool_params import Param, Tool, Verb
@@ -106,12 +107,17 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
     return tool, arguments
 
 
-async def run_tool_verb(args: argparse.Namespace) -> int:
+def run_tool_verb(args: argparse.Namespace) -> int:
+    """Call the verb's tool on the workspace's daemon (started if there is none) and print the reply."""
     tool, arguments = _tool_call(args)
-    descriptor = locate(Path.cwd(), args.daemon)
+    if args.daemon is not None:
+        descriptor = find_daemon(Path.cwd(), args.daemon)
+        assert descriptor is not None, "find_daemon raises for an id that is not live"
+    else:
+        descriptor, _ = workspace_daemon(args)
     live_line = tool.name == RUN and sys.stdout.isatty() and not args.json
-    async with open_daemon(descriptor.url, descriptor.token) as client, _elapsed_line(enabled=live_line):
-        outcome = await client.call_tool(tool.name, arguments)
+    with open_daemon(descriptor) as client, _elapsed_line(enabled=live_line):
+        outcome = client.call_tool(tool.name, arguments)
     attach = tool.name == "python_status" and outcome.error_code is None
     if args.json:
         where = {"jupyter_url": descriptor.jupyter_url, "jupyter_lab_url": descriptor.jupyter_lab_url}
@@ -123,25 +129,26 @@ async def run_tool_verb(args: argparse.Namespace) -> int:
     return exit_status(args.tool_verb.name, outcome)
 
 
-@asynccontextmanager
-async def _elapsed_line(*, enabled: bool) -> AsyncIterator[None]:
+@contextmanager
+def _elapsed_line(*, enabled: bool) -> Iterator[None]:
     """On a terminal, a live `running 3.2 s` line on stderr while a cell is waited for."""
     if not enabled:
         yield
         return
     start = time.monotonic()
+    done = threading.Event()
 
-    async def redraw() -> None:
-        while True:
-            await anyio.sleep(0.1)
+    def redraw() -> None:
+        while not done.wait(0.1):
             sys.stderr.write(f"\r\x1b[Krunning {time.monotonic() - start:.1f} s")
             sys.stderr.flush()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(redraw)
-        try:
-            yield
-        finally:
-            tg.cancel_scope.cancel()
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+    drawer = threading.Thread(target=redraw, daemon=True)
+    drawer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        drawer.join()
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()

@@ -1,0 +1,137 @@
+"""The serving verbs: `mcp` (a relay to the workspace's daemon, or `--ephemeral`), `serve` (the
+daemon's tools on a public Streamable HTTP endpoint), and `daemon`, which `discovery.start_daemon`
+runs detached.
+
+Server-side modules (the session, the kernel, the MCP SDK, uvicorn) are imported inside the verbs
+that run them: the relay is a small process, and client verbs never load them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+
+from warmkernel.cli.daemon_verbs import workspace_daemon
+from warmkernel.cli.exits import EXIT_OK
+from warmkernel.cli.options import IDLE_STOP_DEFAULT_S, kernel_options_of, reply_options, settings_from
+from warmkernel.client import open_socket
+from warmkernel.config import Settings, load_summarizers
+from warmkernel.workspace import Workspace, resolve_workspace
+
+
+def mcp(args: argparse.Namespace) -> int:
+    """Relay stdio to the workspace's daemon (started if need be); `--ephemeral`: own a kernel."""
+    if args.ephemeral:
+        from warmkernel.mcp_server import serve_stdio
+        from warmkernel.session import Session
+
+        async def own_kernel(settings: Settings, workspace: Workspace) -> None:
+            async with Session.open(settings, workspace) as session:
+                await serve_stdio(session)
+
+        _configure_logging(args.log_level)
+        workspace = resolve_workspace(Path.cwd())
+        _run_until_signalled(own_kernel, _settings(args, workspace), workspace)
+        return EXIT_OK
+    from warmkernel.relay import relay
+
+    descriptor, _ = workspace_daemon(args)
+    relay(descriptor, reply_options(args))
+    return EXIT_OK
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Open the daemon's public endpoint and keep it open until a signal (or the daemon's end)."""
+    from warmkernel.http_transport import check_bind, new_token
+
+    check_bind(args.host, args.allowed_host)  # before a daemon is started for nothing
+    token = args.token or os.environ.get("WARMKERNEL_TOKEN") or new_token()
+    descriptor, _ = workspace_daemon(args)
+    endpoint = {
+        "host": args.host,
+        "port": args.port,
+        "path": args.path,
+        "token": token,
+        "allowed_hosts": args.allowed_host,
+    }
+    sock, answer = open_socket(descriptor, "serve", options=reply_options(args), serve=endpoint)
+    with sock:
+        # stderr: stdout stays free for scripts; the token is in `warmkernel sessions --json`.
+        print(
+            f"warmkernel: serving MCP at {answer['url']} (daemon {descriptor.id})",
+            file=sys.stderr,
+            flush=True,
+        )
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGHUP, lambda *_: sys.exit(0))
+        try:
+            while sock.recv(4096):  # the daemon says nothing more; it closes when it stops
+                pass
+        except KeyboardInterrupt:
+            pass
+    return EXIT_OK
+
+
+def daemon(args: argparse.Namespace) -> int:
+    """The workspace's daemon, in the foreground (`discovery.start_daemon` runs it detached)."""
+    from warmkernel.daemon import DaemonOptions, run_daemon
+
+    _configure_logging(args.log_level)
+    workspace = resolve_workspace(Path.cwd())
+    settings = _settings(args, workspace)
+    options = DaemonOptions(
+        idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,
+        ready_fd=args.ready_fd,
+        jupyter=args.jupyter_server,
+        jupyter_notebook=args.jupyter_notebook,
+        kernel_options=kernel_options_of(settings),
+    )
+    _run_until_signalled(lambda s, w: run_daemon(s, w, options), settings, workspace)
+    return EXIT_OK
+
+
+def _settings(args: argparse.Namespace, workspace: Workspace) -> Settings:
+    return replace(settings_from(args), summarizers=load_summarizers(workspace.path))
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s")
+
+
+def _run_until_signalled(
+    serve: Callable[[Settings, Workspace], Awaitable[None]], settings: Settings, workspace: Workspace
+) -> None:
+    """Run `serve` until it returns or a signal asks us to stop; clean up either way."""
+    import anyio
+
+    from warmkernel.errors import WarmkernelError
+
+    async def main() -> None:
+        failure: WarmkernelError | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(stop_on_signal)
+            try:
+                await serve(settings, workspace)
+            except WarmkernelError as exc:
+                failure = exc  # raised as itself below, not inside the task group's ExceptionGroup
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    anyio.run(main)
+
+
+SERVING_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {"mcp": mcp, "serve": serve, "daemon": daemon}

@@ -1,0 +1,209 @@
+"""The daemon: one per workspace, the owner of its kernel, its records and its clients.
+
+Every client reaches it through its Unix socket (`socket_face`): a host's `warmkernel mcp` is a
+relay that copies bytes, a CLI verb is a short MCP session, `warmkernel serve` asks it to open a
+public Streamable HTTP endpoint for as long as it runs. The daemon advertises itself in a
+descriptor (`discovery`), and lives on when its clients go: it stops on `warmkernel stop`, or by
+itself once it has had no client and no running cell for its `idle_stop` time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from warmkernel import __version__
+from warmkernel.config import Settings
+from warmkernel.discovery import Descriptor, new_daemon_id, remove_descriptor, write_descriptor
+from warmkernel.errors import WarmkernelError
+from warmkernel.http_transport import Endpoint, bind, check_bind, serve_http
+from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
+from warmkernel.session import Session
+from warmkernel.socket_face import Hello, SocketFace
+from warmkernel.workspace import Workspace
+
+SOCKET_NAME = "mcp.sock"
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    """How the daemon process runs, beside the kernel's `Settings`."""
+
+    idle_stop_s: float = 12 * 3600
+    """Stop after this long with no client and no running cell; 0: never."""
+    ready_fd: int | None = None
+    """A pipe to write the daemon id to once the descriptor exists (`discovery.start_daemon`)."""
+    jupyter: bool = False
+    """Run the kernel on a Jupyter Server the daemon owns, for an IDE to attach to (`start --serve`)."""
+    jupyter_notebook: Path | None = None
+    """With `jupyter`: the notebook (inside the workspace) whose server session the kernel joins."""
+    kernel_options: Mapping[str, Any] = field(default_factory=dict)
+    """The kernel options as clients compare them (see `discovery.check_kernel_options`)."""
+
+
+async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOptions) -> None:
+    """Serve the workspace until cancelled (a signal, `warmkernel stop`) or idle for `idle_stop_s`."""
+    notebook = _jupyter_notebook(workspace, options.jupyter_notebook)
+    # A short private directory: a Unix socket path must stay under about 107 bytes.
+    socket_dir = Path(tempfile.mkdtemp(prefix="wkd-"))
+    try:
+        async with (
+            _ide_server(options, workspace, settings.python) as jupyter,
+            Session.open(_on_server(settings, jupyter, notebook), workspace) as session,
+            await anyio.create_unix_listener(socket_dir / SOCKET_NAME) as listener,
+        ):
+            descriptor = Descriptor(
+                id=new_daemon_id(),
+                pid=os.getpid(),
+                workspace=str(workspace.path),
+                socket=str(socket_dir / SOCKET_NAME),
+                started_at=time.time(),
+                version=__version__,
+                kernel_options=dict(options.kernel_options),
+                idle_stop_s=options.idle_stop_s,
+                jupyter_url=jupyter.server_url if jupyter else None,
+                jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
+            )
+            daemon = _Daemon(session, descriptor, write_descriptor(descriptor))
+            session.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
+            face = SocketFace(session, daemon.status, daemon.serve_public)
+            daemon.face = face
+            try:
+                if options.ready_fd is not None:
+                    os.write(options.ready_fd, f"{descriptor.id}\n".encode())
+                    os.close(options.ready_fd)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(face.listen, listener)
+                    await daemon.until_idle(options.idle_stop_s)
+                    tg.cancel_scope.cancel()
+            finally:
+                remove_descriptor(daemon.descriptor_path)
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+@dataclass
+class _Daemon:
+    """The daemon's own state: its descriptor, and when it last had something to do."""
+
+    session: Session
+    descriptor: Descriptor
+    descriptor_path: Path
+    face: SocketFace | None = None
+    quiet_since: float = field(default_factory=time.monotonic)
+    """When the last client left or the last cell ended (monotonic)."""
+
+    def advertise(self, **changes: Any) -> None:
+        self.descriptor = replace(self.descriptor, **changes)
+        write_descriptor(self.descriptor)
+
+    def idle_s(self) -> float:
+        """How long the daemon has had no client and no running cell; 0 while it has."""
+        if self.session.running is not None or (self.face is not None and self.face.clients):
+            return 0.0
+        return time.monotonic() - self.quiet_since
+
+    def status(self) -> Mapping[str, Any]:
+        kernel = self.session.kernel_info()
+        running = self.session.running
+        return {
+            "workspace": self.descriptor.workspace,
+            "pid": os.getpid(),
+            "clients": self.face.clients if self.face is not None else 0,
+            "kernel": {"state": kernel.state, "generation": kernel.generation, "pid": kernel.place.pid},
+            "executions": len(self.session.records),
+            "running": running.number if running is not None else None,
+            "idle_s": round(self.idle_s(), 1),
+        }
+
+    async def until_idle(self, idle_stop_s: float) -> None:
+        """Return once there has been no client and no running cell for `idle_stop_s` (0: never)."""
+        assert self.face is not None, "the face is attached before the daemon serves"
+        if idle_stop_s <= 0:
+            await anyio.sleep_forever()
+        while True:
+            if self.face.clients:
+                await self.face.changed.wait()
+                self.quiet_since = time.monotonic()
+                continue
+            running = self.session.running
+            if running is not None:
+                await running.done.wait()
+                self.quiet_since = time.monotonic()
+                continue
+            with anyio.move_on_after(idle_stop_s - (time.monotonic() - self.quiet_since)):
+                await self.face.changed.wait()
+                continue
+            return
+
+    async def serve_public(
+        self, hello: Hello, answer: Callable[[Mapping[str, Any]], Awaitable[None]], closed: Awaitable[None]
+    ) -> None:
+        """`warmkernel serve`: the tools on a public Streamable HTTP endpoint until its connection closes."""
+        try:
+            endpoint = _public_endpoint(hello.serve)
+            sock = bind(endpoint.host, endpoint.port)
+        except WarmkernelError as exc:
+            await answer({"ok": False, "error": {"code": exc.code, "message": exc.message}})
+            return
+        async with serve_http(self.session, sock, endpoint, hello.options) as bound:
+            self.advertise(public_url=bound.url, public_token=bound.token)
+            try:
+                await answer({"ok": True, "version": __version__, "url": bound.url})
+                await closed
+            finally:
+                self.advertise(public_url=None, public_token=None)
+
+
+def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
+    """The endpoint a `serve` hello names; refused beyond loopback without allowed Host names."""
+    try:
+        allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
+        endpoint = Endpoint(
+            str(spec["host"]), int(spec["port"]), str(spec["path"]), str(spec["token"]), allowed
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WarmkernelError("invalid_arguments", f"the serve hello lacks {exc}") from exc
+    check_bind(endpoint.host, endpoint.allowed_hosts)
+    return endpoint
+
+
+@asynccontextmanager
+async def _ide_server(
+    options: DaemonOptions, workspace: Workspace, python: str
+) -> AsyncIterator[JupyterHost | None]:
+    """The Jupyter Server the kernel runs on, when asked for (`start --serve`); it outlives the session."""
+    if not options.jupyter:
+        yield None
+        return
+    async with owned_jupyter_server(workspace.path, python) as jupyter:
+        yield jupyter
+
+
+def _on_server(settings: Settings, jupyter: JupyterHost | None, notebook: str | None) -> Settings:
+    if jupyter is None:
+        return settings
+    return replace(settings, jupyter_url=jupyter.url, jupyter_token=jupyter.token, jupyter_notebook=notebook)
+
+
+def _jupyter_notebook(workspace: Workspace, notebook: Path | None) -> str | None:
+    """The notebook as the Jupyter Server names it: relative to the workspace, its root."""
+    if notebook is None:
+        return None
+    path = notebook.resolve()
+    if not path.is_relative_to(workspace.path):
+        raise WarmkernelError(
+            "invalid_notebook",
+            f"{path} is outside the workspace {workspace.path}; the Jupyter server serves only "
+            "files inside it",
+        )
+    return path.relative_to(workspace.path).as_posix()

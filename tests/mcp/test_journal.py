@@ -13,6 +13,7 @@ import pytest
 import warmkernel
 from tests.mcp.calls import body, call, run
 from tests.mcp.conftest import memory_server
+from tests.mcp.test_rich_output import ONE_PIXEL
 from warmkernel.journal import Journal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -88,6 +89,25 @@ async def test_the_namespace_of_the_earlier_kernel_is_gone(workspace: Path, stat
             assert "NameError" in text
             status = await call(client, "python_status")
             assert "generation 2" in status
+
+
+async def test_a_reloaded_execution_says_its_images_were_not_kept(workspace: Path, state: Path) -> None:
+    shown = (
+        f"import base64\nfrom IPython.display import Image\ndisplay(Image(base64.b64decode('{ONE_PIXEL}')))"
+    )
+    with Journal.open(workspace, state) as journal:
+        async with memory_server(workspace, journal=journal) as client:
+            await run(client, shown)
+    with Journal.open(workspace, state) as journal:
+        async with memory_server(workspace, journal=journal) as client:
+            await call(client, "python_status")  # takes the one-time notice
+            images = await call(client, "read_python_output", execution=1, stream="images")
+            assert images == (
+                "the image of execution 1 was not kept when warmkernel restarted; "
+                "the result stream keeps its caption"
+            )
+            result = await call(client, "read_python_output", execution=1, stream="result")
+            assert result.splitlines()[-1] == "[image 1: image/png 1x1, 70 bytes]"
 
 
 KILLED_DAEMON = """

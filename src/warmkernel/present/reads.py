@@ -97,9 +97,14 @@ def dropped(record: ExecutionRecord) -> str:
 def images_not_kept(record: ExecutionRecord) -> str:
     """What reads of a reloaded record's images say: the journal keeps captions, not image bytes."""
     count = record.images_not_kept
+    what, was, its = (
+        ("the image", "was", "its caption")
+        if count == 1
+        else (f"the {count} images", "were", "their captions")
+    )
     return (
-        f"the {count} image{'s' if count != 1 else ''} of execution {record.number} were not kept when "
-        "warmkernel restarted; their captions are in the result stream"
+        f"{what} of execution {record.number} {was} not kept when warmkernel restarted; "
+        f"the result stream keeps {its}"
     )
 
 

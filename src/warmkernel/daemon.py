@@ -26,6 +26,7 @@ from warmkernel.config import Settings
 from warmkernel.discovery import Descriptor, new_daemon_id, remove_descriptor, write_descriptor
 from warmkernel.errors import WarmkernelError
 from warmkernel.http_transport import Endpoint, bind, check_bind, serve_http
+from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
 from warmkernel.session import Session
 from warmkernel.socket_face import Hello, SocketFace
@@ -58,7 +59,8 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     try:
         async with (
             _ide_server(options, workspace, settings.python) as jupyter,
-            Session.open(_on_server(settings, jupyter, notebook), workspace) as session,
+            Journal.open(workspace.path) as journal,
+            Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
             await anyio.create_unix_listener(socket_dir / SOCKET_NAME) as listener,
         ):
             descriptor = Descriptor(

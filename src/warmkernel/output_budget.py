@@ -3,6 +3,8 @@
 Each execution's output and images move to disk past a threshold; every byte written there is
 counted here. Past the limit, the output of the oldest executions that spilled is dropped
 (their counts stay, reads say it was dropped), never the output of the one still writing.
+With a journal, the output of every finished execution is on disk, also the output that
+earlier processes left there (`adopt`), and each drop is told to the journal (`on_drop`).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ class OutputBudget:
         threshold_bytes: int,
         limit_bytes: int,
         record_of: Callable[[ExecutionNumber], ExecutionRecord],
+        on_drop: Callable[[ExecutionRecord], None] | None = None,
     ) -> None:
         self._directory = directory
         self._threshold_bytes = threshold_bytes
         self._limit_bytes = limit_bytes
         self._record_of = record_of
         """The record numbered N; a log writes to disk only once its record is registered."""
+        self._on_drop = on_drop
+        """Told each record whose output was dropped, after the drop."""
         self._spilled_bytes = 0
         """Bytes of every execution's output still on disk."""
         self._on_disk: deque[ExecutionRecord] = deque()
@@ -53,7 +58,21 @@ class OutputBudget:
         if not self._on_disk or self._on_disk[-1].number != writer:
             self._on_disk.append(self._record_of(writer))
         self._spilled_bytes += written
-        while self._spilled_bytes > self._limit_bytes and self._on_disk[0].number != writer:
+        self._shrink(writer)
+
+    def adopt(self, records: list[ExecutionRecord]) -> None:
+        """Count the output earlier processes left on disk (records oldest first), then keep to the limit."""
+        for record in records:
+            if record.output.disk_bytes and not record.output.dropped:
+                self._on_disk.append(record)
+                self._spilled_bytes += record.output.disk_bytes
+        self._shrink(None)
+
+    def _shrink(self, writer: ExecutionNumber | None) -> None:
+        """Drop the oldest output, never the writer's, until the spilled bytes are within the limit."""
+        while self._spilled_bytes > self._limit_bytes and self._on_disk and self._on_disk[0].number != writer:
             oldest = self._on_disk.popleft()
             self._spilled_bytes -= oldest.output.drop() + oldest.displays.drop()
             log.info("dropped the output of execution %d to stay under the output limit", oldest.number)
+            if self._on_drop is not None:
+                self._on_drop(oldest)

@@ -1,8 +1,10 @@
 """Session: the one owner of the kernel, the execution records and their numbering.
 
 Both faces (MCP tools and CLI verbs) call these methods; nothing else mutates this state.
-Numbers are warmkernel's own: they start at 1 per server process and are never reused,
-also across resets and kernel deaths. Records outlive the kernel that ran them.
+Numbers are warmkernel's own: they start at 1 and are never reused, also across resets and
+kernel deaths. Records outlive the kernel that ran them; with a `Journal` they outlive the
+process too: the session loads them at open, numbering and generations go on after them, and
+each new record is journaled when it starts and when it finishes.
 
 Helpers with one job each report back through the callbacks they are built with:
 `ExecutionTracker` follows the running cell, `OutputBudget` keeps spilled output under the
@@ -32,6 +34,7 @@ from warmkernel.execution.output_log import OutputDropped, OutputLog
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
+from warmkernel.journal import Journal
 from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, Reply
@@ -56,6 +59,7 @@ from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import refusals
+from warmkernel.present.status import restart_notice
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation, ReadableStream
 from warmkernel.workspace import Workspace
@@ -110,6 +114,7 @@ class Session:
         root: RuntimeRoot,
         tg: anyio.abc.TaskGroup,
         launcher: KernelLauncher,
+        journal: Journal | None = None,
     ):
         self.settings = settings
         self.workspace = workspace
@@ -129,12 +134,16 @@ class Session:
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
+        self._journal = journal
         self._budget = OutputBudget(
-            root.subdirectory("output"),
+            journal.output_directory if journal is not None else root.subdirectory("output"),
             threshold_bytes=settings.spill_threshold_bytes,
             limit_bytes=settings.max_output_bytes,
             record_of=self._records.__getitem__,
+            on_drop=journal.dropped if journal is not None else None,
         )
+        if journal is not None:
+            self._restore(journal.load())
         self._notebook: NotebookBinding | None = None
         self._notebook_run: NotebookRun | None = None
         self.on_notebook_change: Callable[[Path], object] | None = None
@@ -142,14 +151,21 @@ class Session:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: Settings, workspace: Workspace) -> AsyncIterator[Session]:
-        """A session whose first kernel starts at once, in the background; torn down on exit."""
+    async def open(
+        cls, settings: Settings, workspace: Workspace, journal: Journal | None = None
+    ) -> AsyncIterator[Session]:
+        """A session whose first kernel starts at once, in the background; torn down on exit.
+
+        With `journal` (opened and closed by the caller, who holds it for the workspace), the
+        session continues the journaled records and journals its own.
+        """
         if settings.jupyter_url is not None:
             check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:
-                session = cls(settings, workspace, root, tg, _launcher(settings, workspace, root, tg))
+                launcher = _launcher(settings, workspace, root, tg)
+                session = cls(settings, workspace, root, tg, launcher, journal)
                 session._begin_kernel_start()
                 try:
                     yield session
@@ -159,6 +175,19 @@ class Session:
                     tg.cancel_scope.cancel()
         finally:
             root.remove()
+
+    def _restore(self, records: list[ExecutionRecord]) -> None:
+        """Take over the records an earlier process journaled; the first reply says the kernel is new."""
+        if not records:
+            return
+        self._records.update((record.number, record) for record in records)
+        self._budget.adopt(records)
+        self._generation = Generation(max(record.generation for record in records))
+        self._notices.append(restart_notice(records[0].number, records[-1].number))
+
+    def _next_number(self) -> ExecutionNumber:
+        """The number the next accepted cell gets: one past the latest."""
+        return ExecutionNumber(next(reversed(self._records), 0) + 1)
 
     # -- kernel lifecycle ---------------------------------------------------------------
 
@@ -173,7 +202,7 @@ class Session:
         try:
             kernel = await self._launcher.start(generation)
             # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
-            await kernel.run_silently(f"get_ipython().execution_count = {len(self._records) + 1}")
+            await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
             installed = await kernel.run_silently(helper.install_code(self.settings.summarizers))
             if installed is not None and installed.status != "ok":
                 log.warning(
@@ -265,6 +294,8 @@ class Session:
 
     def _finished(self, tracker: ExecutionTracker) -> None:
         """The running execution ended: the next cell may start."""
+        if self._journal is not None:
+            self._journal.finished(tracker.record)
         if self._running is tracker:
             self._running = None
 
@@ -289,7 +320,7 @@ class Session:
                 raise refusals.notebook_busy(self._notebook_run, "this cell was not run")
             if self._running is not None:
                 raise refusals.busy(self._running.record, "this cell was not run", client)
-            number = ExecutionNumber(len(self._records) + 1)
+            number = self._next_number()
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(
                 number,
@@ -297,9 +328,9 @@ class Session:
                 kernel.generation,
                 directives=directives,
                 patch_literals=transformed.converted,
-                client=client,
                 output=OutputLog(spill := self._budget.spill(number)),
                 displays=DisplayLog(spill),
+                client=client,
             )
             tracker = ExecutionTracker(record, kernel, spawn=self._tg.start_soon, on_finish=self._finished)
             self._records[number] = record
@@ -308,6 +339,8 @@ class Session:
             if cell is not None:
                 record.cell_id = cell.id
                 inbox = self._bound().start_run(cell, record, begun, tracker)
+            if self._journal is not None:
+                self._journal.started(record)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
         return record
 
@@ -316,7 +349,7 @@ class Session:
         if execution is not None:
             record = self._records.get(ExecutionNumber(execution))
             if record is None:
-                raise refusals.not_found(execution, len(self._records))
+                raise refusals.not_found(execution, self._next_number() - 1)
             return record
         if self._running is not None:
             return self._running.record

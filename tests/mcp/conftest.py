@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from warmkernel.config import Settings
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
+from warmkernel.journal import Journal
 from warmkernel.mcp_server import build_server
 from warmkernel.session import Session
 from warmkernel.workspace import Workspace
@@ -39,10 +40,12 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
 
 
 @asynccontextmanager
-async def memory_server(workspace: Path, **settings: object) -> AsyncIterator[Client]:
+async def memory_server(
+    workspace: Path, *, journal: Journal | None = None, **settings: object
+) -> AsyncIterator[Client]:
     config = Settings(**settings)  # type: ignore[arg-type]
     async with (
-        Session.open(config, Workspace(workspace, "launch_cwd")) as session,
+        Session.open(config, Workspace(workspace, "launch_cwd"), journal) as session,
         Client(build_server(session)) as client,
     ):
         yield client
@@ -95,6 +98,6 @@ def fresh_client(tmp_path: Path) -> FreshClient:
     """Open a server of its own (own kernel, numbering from 1) with optional Settings overrides."""
 
     def open_client(**settings: object) -> AbstractAsyncContextManager[Client]:
-        return memory_server(tmp_path, **settings)
+        return memory_server(tmp_path, journal=None, **settings)
 
     return open_client

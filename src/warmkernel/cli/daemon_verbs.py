@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from warmkernel import journal
 from warmkernel.cli.exits import EXIT_OK, exit_status
 from warmkernel.cli.options import asked_kernel_options, daemon_environment, daemon_flags
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
@@ -158,6 +159,27 @@ def stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def forget(args: argparse.Namespace) -> int:
+    """Delete this workspace's journal (its records and their output); refused while its daemon
+    runs, unless --stop stops it first."""
+    workspace = resolve_workspace(Path.cwd()).path
+    descriptor = find_daemon(workspace)
+    if descriptor is not None:
+        if not args.stop:
+            raise WarmkernelError(
+                "daemon_error",
+                f"daemon {descriptor.id} (pid {descriptor.pid}) runs on this journal; "
+                "`warmkernel forget --stop` stops it first",
+            )
+        stop_daemon(descriptor)
+    forgotten = journal.forget(workspace)
+    if args.json:
+        print(json.dumps({"forgotten": forgotten, "workspace": str(workspace)}))
+    else:
+        print(f"forgot the records of {workspace}" if forgotten else f"no records were kept for {workspace}")
+    return EXIT_OK
+
+
 def init(args: argparse.Namespace) -> int:
     changes = init_project(Path.cwd())
     if args.json:
@@ -176,5 +198,6 @@ LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sessions": sessions,
     "start": start,
     "stop": stop,
+    "forget": forget,
     "init": init,
 }

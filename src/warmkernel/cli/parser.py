@@ -26,6 +26,7 @@ _LOCAL_EXAMPLES = {
     "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)\n"
     "warmkernel mcp --inline-chars 8000     the same, with replies of at most 8,000 characters",
     "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
+    "forget": "warmkernel forget --stop              stop the daemon and delete its records",
     "init": "warmkernel init                        set the project up for agents",
 }
 
@@ -149,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Its records stay in the journal for the next daemon.",
     )
     stop.add_argument("--all", action="store_true", help="stop every live daemon of this user")
+    forget = verb(
+        "forget",
+        "delete this workspace's journal: its executions' records and output",
+        "Delete this workspace's journal (the records and output of its executions, kept in the "
+        "per-user state directory so that a new daemon continues where the last one ended). Refused "
+        "while the workspace's daemon runs, unless --stop.",
+    )
+    forget.add_argument("--stop", action="store_true", help="stop the workspace's daemon first")
 
     mcp = verb(
         "mcp",

@@ -21,6 +21,11 @@ encodes cleanly wherever it goes next. Reads never raise on odd text.
 `drop()` throws a finished log's text away to free its disk space (the owner decides when);
 its counts stay, and every later read raises `OutputDropped`.
 
+`persist()` makes a finished log outlive its process: every stream's text goes to a file of the
+spill directory (text already there stays where it is) and a small `LogManifest` (counts, marks,
+the runs of combined) describes them. `OutputLog.reopen` reads such files again, read-only,
+fetching text only as reads ask for it.
+
 Call every method from one thread (the event loop's). The one exception is the iterator that
 `blocks` and `iter_lines` return, which may be consumed in a worker thread while appends go
 on: it snapshots the extent and the open lines when called (the normalizer is not
@@ -38,6 +43,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 # The normalizer's own definitions: text without a control character renders as itself, and
 # only a character that opens an escape sequence can make it hold text back between chunks.
@@ -84,6 +90,26 @@ def _plain_lines(text: str, head: int, end: int) -> tuple[bytes, int, int] | Non
 
 class OutputDropped(Exception):
     """The log's text was dropped to stay under the output limit; only its counts remain."""
+
+
+class StreamManifest(TypedDict):
+    """One persisted stream: its file in the spill directory (None when empty) and its index."""
+
+    file: str | None
+    lines: int
+    bytes: int
+    chars: int
+    mark_lines: list[int]
+    mark_offsets: list[int]
+
+
+class LogManifest(TypedDict):
+    """A persisted log: each appendable stream, and the runs of combined as parallel lists."""
+
+    streams: dict[str, StreamManifest]
+    run_streams: list[int]
+    run_firsts: list[int]
+    run_ends: list[int]
 
 
 @dataclass(frozen=True)
@@ -141,6 +167,13 @@ class FileBody:
         self._fd: int | None = fd
         self.path = Path(name)
 
+    @classmethod
+    def existing(cls, path: Path) -> FileBody:
+        """A finished file written by an earlier body (perhaps of another process): read-only."""
+        body = cls.__new__(cls)
+        body._fd, body.path = None, path
+        return body
+
     def write(self, blob: _Buffer | memoryview) -> None:
         assert self._fd is not None, "write after close"
         view = memoryview(blob)
@@ -186,6 +219,31 @@ class _LineStore:
         self._extent = (0, 0)
         """`(lines, bytes)` of completed text, published in one assignment after it is written."""
         self._chars = 0
+
+    @classmethod
+    def restored(cls, directory: Path, manifest: StreamManifest) -> _LineStore:
+        """The store a persisted stream described: its text stays in its file until read."""
+        store = cls()
+        if manifest["file"] is not None:
+            store._body = FileBody.existing(directory / manifest["file"])
+        store._mark_lines = array("Q", manifest["mark_lines"])
+        store._mark_offsets = array("Q", manifest["mark_offsets"])
+        store._extent = (manifest["lines"], manifest["bytes"])
+        store._chars = manifest["chars"]
+        return store
+
+    def manifest(self) -> StreamManifest:
+        """What `restored` needs; the text must be in a file or empty."""
+        body = self._body
+        assert isinstance(body, FileBody) or not self.size(), "persist moves text to disk first"
+        return StreamManifest(
+            file=body.path.name if isinstance(body, FileBody) else None,
+            lines=self.count(),
+            bytes=self.size(),
+            chars=self._chars,
+            mark_lines=self._mark_lines.tolist(),
+            mark_offsets=self._mark_offsets.tolist(),
+        )
 
     def count(self) -> int:
         return self._extent[0]
@@ -354,6 +412,44 @@ class OutputLog:
         self._closed = True
         for part in self._streams.values():
             part.store.close()
+
+    def persist(self) -> LogManifest:
+        """Put a closed log's text in files of its spill directory and describe it for `reopen`.
+
+        Text still in memory is written (and counted by `Spill.on_write`) and read from there
+        on; spilled text stays in its file, so reads in flight go on undisturbed.
+        """
+        if not self._closed:
+            raise RuntimeError("cannot persist the output of an execution that is still running")
+        if self._dropped:
+            raise RuntimeError("cannot persist output that was dropped")
+        if self._spill is None:
+            raise RuntimeError("cannot persist a log that has no spill directory")
+        if not self._on_disk:
+            self._move_to_disk()
+            for part in self._streams.values():
+                part.store.close()
+        return LogManifest(
+            streams={name: part.store.manifest() for name, part in self._streams.items()},
+            run_streams=self._run_stream.tolist(),
+            run_firsts=self._run_first.tolist(),
+            run_ends=self._run_ends.tolist(),
+        )
+
+    @classmethod
+    def reopen(cls, directory: Path, manifest: LogManifest) -> OutputLog:
+        """A closed log from `persist`'s files in `directory`: read-only, its text read on demand.
+
+        A file that is gone reads as dropped output.
+        """
+        log = cls()
+        for name, part in log._streams.items():
+            part.store = _LineStore.restored(directory, manifest["streams"][name])
+        log._run_stream = array("B", manifest["run_streams"])
+        log._run_first = array("Q", manifest["run_firsts"])
+        log._run_ends = array("Q", manifest["run_ends"])
+        log._on_disk = log._closed = True
+        return log
 
     @property
     def disk_bytes(self) -> int:

@@ -63,6 +63,10 @@ class ExecutionRecord:
     """How many Apply Patch literals were converted before the cell was sent."""
     cell_id: str | None = None
     """The id of the notebook cell this execution ran, if it was one (run_notebook_cells)."""
+    client: str = ""
+    """The name of the client that submitted the cell, when it gave one."""
+    images_not_kept: int = 0
+    """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
     _start: float = field(default_factory=time.monotonic)
     _end: float | None = None
     last_output: float = field(default_factory=time.monotonic)
@@ -109,15 +113,26 @@ class ExecutionRecord:
 
     def finish(self, state: ExecutionState, *, reason: str = "") -> None:
         """Move to a terminal state, exactly once, and release every waiter."""
+        self._end_as(state, reason, time.monotonic(), close_output=True)
+
+    def ended_earlier(self, state: ExecutionState, elapsed_s: float, *, reason: str = "") -> None:
+        """A record rebuilt from the journal ends as it did in the process that ran it.
+
+        Its output was closed by that process; `elapsed()` is `elapsed_s` from now on.
+        """
+        self._end_as(state, reason, self._start + elapsed_s, close_output=False)
+
+    def _end_as(self, state: ExecutionState, reason: str, end: float, *, close_output: bool) -> None:
         if self.state.finished:
             raise RuntimeError(f"execution {self.number} already finished ({self.state.value})")
         if not state.finished:
             raise ValueError(f"execution {self.number} cannot finish as {state.value}")
         self.state, self.prompt = state, None
         self.end_reason = reason
-        self._end = time.monotonic()
-        self.displays.settle(self.output)
-        self.output.close()
+        self._end = end
+        if close_output:
+            self.displays.settle(self.output)
+            self.output.close()
         self.done.set()
         self._paused.set()
 

@@ -61,8 +61,12 @@ def images_reply(record: ExecutionRecord, lo: int, hi: int, settings: Settings) 
     if record.output.dropped:
         return dropped_reply(record)
     if lo >= hi:
-        empty = f"execution {record.number} has no images" if not total else "No images are selected."
-        return Reply(empty, facts | {"images": []})
+        empty = "No images are selected."
+        if record.images_not_kept:
+            empty = images_not_kept(record)
+        elif not total:
+            empty = f"execution {record.number} has no images"
+        return Reply(empty, facts | {"images": [], "images_not_kept": record.images_not_kept})
     chosen = images.images[lo:hi][: settings.max_images_per_reply]
     last = lo + len(chosen)
     parts: list[str | Picture] = []
@@ -88,6 +92,20 @@ def images_reply(record: ExecutionRecord, lo: int, hi: int, settings: Settings) 
 def dropped(record: ExecutionRecord) -> str:
     """What every later read of an execution says once its output was dropped."""
     return f"output of execution {record.number} was dropped to stay under the output limit"
+
+
+def images_not_kept(record: ExecutionRecord) -> str:
+    """What reads of a reloaded record's images say: the journal keeps captions, not image bytes."""
+    count = record.images_not_kept
+    what, was, its = (
+        ("the image", "was", "its caption")
+        if count == 1
+        else (f"the {count} images", "were", "their captions")
+    )
+    return (
+        f"{what} of execution {record.number} {was} not kept when warmkernel restarted; "
+        f"the result stream keeps {its}"
+    )
 
 
 def dropped_reply(record: ExecutionRecord) -> Reply:

@@ -13,7 +13,7 @@ from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import VariableListing
 from warmkernel.present.execution import record_facts
 from warmkernel.present.hints import call
-from warmkernel.present.reads import dropped
+from warmkernel.present.reads import dropped, images_not_kept
 from warmkernel.present.reply import Reply, clip, duration
 from warmkernel.workspace import Workspace
 
@@ -40,6 +40,8 @@ def execution_status_reply(record: ExecutionRecord) -> Reply:
         lines.append(f"patch literals converted: {record.patch_literals}")
     if output.dropped:
         lines.append(dropped(record))
+    if record.images_not_kept:
+        lines.append(images_not_kept(record))
     lines.append("lines: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     data = record_facts(record) | {
         "started_at": record.started_at.isoformat(),
@@ -47,6 +49,7 @@ def execution_status_reply(record: ExecutionRecord) -> Reply:
         "line_counts": counts,
         "patch_literals": record.patch_literals,
         "output_dropped": output.dropped,
+        "images_not_kept": record.images_not_kept,
     }
     return Reply("\n".join(lines), data)
 
@@ -135,6 +138,15 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
         "total": len(records),
     }
     return Reply("\n".join(rows), data)
+
+
+def restart_notice(first: int, last: int) -> str:
+    """The one-time note after a restart that found journaled executions `first` to `last`."""
+    kept = f"execution {first} is" if first == last else f"executions {first}-{last} are"
+    return (
+        f"note: warmkernel restarted; {kept} kept and readable, "
+        "but the kernel is new and its namespace is empty"
+    )
 
 
 def interrupt_reply(record: ExecutionRecord | None) -> Reply:

@@ -1,0 +1,334 @@
+"""Journal owns a workspace's execution records on disk, so that they outlive the process that ran them.
+
+Layout, in the per-user state directory (`state_dir()`, 0700; every file 0600):
+
+    workspaces/<first 16 hex of sha256 of the resolved workspace path>/    0700
+        workspace.json   {"workspace": "/abs/path"}: whose journal this is
+        lock             flock'ed by the one process that writes the journal; holds its pid
+        journal.jsonl    one JSON object per line: `start`, `finish` and `drop` events
+        output/          0700: the records' output files, named by the `finish` events
+
+A record is written twice: when it starts (number, source, generation, cell, client, directives;
+nothing per output message) and when it finishes (state, time taken, error, end reason, and
+the manifest of its output, which `OutputLog.persist` moved into output/). A drop of its output
+to stay under the output limit is a line of its own. Lines are written with one unbuffered
+`write` each and not fsynced: a process that is killed loses nothing, a machine that loses
+power may lose the last lines.
+
+`load` replays the lines: a record that started but never finished was running when its
+process ended and becomes `died`; its output, and any file in output/ that no kept record
+names, is removed. Images are not journaled: a reloaded record keeps their captions in its
+result stream and counts them in `images_not_kept`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from warmkernel.errors import WarmkernelError
+from warmkernel.execution.directive import Directives
+from warmkernel.execution.output_log import LogManifest, OutputLog
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.types import ExecutionNumber, ExecutionState, Generation
+
+log = logging.getLogger(__name__)
+
+STATE_ENV = "WARMKERNEL_STATE_DIR"
+_EVENTS = "journal.jsonl"
+_LOCK = "lock"
+_CLAIM = "workspace.json"
+_OUTPUT = "output"
+_TAIL_CHUNK = 65536
+
+
+def state_dir() -> Path:
+    """The per-user state directory, created 0700: `$WARMKERNEL_STATE_DIR`, else
+    `$XDG_STATE_HOME/warmkernel`, else `~/.local/state/warmkernel`."""
+    return _private_dir(_configured_state_dir())
+
+
+def workspace_dir(workspace: Path, state_dir: Path | None = None) -> Path:
+    """Where the journal of `workspace` lives (the directory itself is not created here)."""
+    root = state_dir if state_dir is not None else _configured_state_dir()
+    key = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
+    return _private_dir(_private_dir(root) / "workspaces") / key
+
+
+def forget(workspace: Path, state_dir: Path | None = None) -> bool:
+    """Delete the journal of `workspace`, records and output; False if it had none.
+
+    `daemon_error` while a process writes that journal.
+    """
+    directory = workspace_dir(workspace, state_dir)
+    if not directory.exists():
+        return False
+    lock = _lock(_private_dir(directory), workspace)
+    try:
+        shutil.rmtree(directory)
+    finally:
+        os.close(lock)
+    return True
+
+
+class Journal:
+    """The journal of one workspace, written by this process alone until `close`."""
+
+    def __init__(self, workspace: Path, directory: Path, lock: int, events: int) -> None:
+        self.workspace = workspace
+        self.directory = directory
+        self.output_directory = directory / _OUTPUT
+        """Where records' output files live: the session's spill directory."""
+        self._lock: int | None = lock
+        self._events = events
+
+    @classmethod
+    def open(cls, workspace: Path, state_dir: Path | None = None) -> Journal:
+        """Take the workspace's journal for this process; `daemon_error` while another process holds it."""
+        workspace = workspace.resolve()
+        directory = _private_dir(workspace_dir(workspace, state_dir))
+        lock = _lock(directory, workspace)
+        try:
+            _claim(directory, workspace)
+            _private_dir(directory / _OUTPUT)
+            events = os.open(directory / _EVENTS, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            _cut_torn_tail(events)
+        except BaseException:
+            os.close(lock)
+            raise
+        return cls(workspace, directory, lock, events)
+
+    def close(self) -> None:
+        """Stop writing and let another process take the journal."""
+        if self._lock is not None:
+            os.close(self._events)
+            os.close(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def load(self) -> list[ExecutionRecord]:
+        """Every journaled record in number order, each finished: one that was running when its
+        process ended is `died`. Output files no kept record names are removed."""
+        starts: dict[int, dict[str, Any]] = {}
+        finishes: dict[int, dict[str, Any]] = {}
+        drops: set[int] = set()
+        with open(self.directory / _EVENTS, "rb") as lines:
+            for index, line in enumerate(lines, 1):
+                try:
+                    event = json.loads(line)
+                    kind, number = event["event"], int(event["execution"])
+                except (ValueError, TypeError, KeyError):
+                    log.warning("line %d of %s is not a journal event; skipped", index, lines.name)
+                    continue
+                if kind == "start":
+                    starts[number] = event
+                elif kind == "finish":
+                    finishes[number] = event
+                elif kind == "drop":
+                    drops.add(number)
+        records: list[ExecutionRecord] = []
+        kept: set[str] = set()
+        for number in sorted(starts):
+            finish = finishes.get(number)
+            try:
+                record = self._rebuild(starts[number], finish)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("execution %d cannot be read back (%r); skipped", number, exc)
+                continue
+            if number in drops:
+                record.output.drop()
+            elif finish is not None and finish["output"] is not None:
+                kept.update(part["file"] for part in finish["output"]["streams"].values() if part["file"])
+            records.append(record)
+        for path in self.output_directory.iterdir():
+            if path.name not in kept:
+                path.unlink(missing_ok=True)
+        return records
+
+    def _rebuild(self, start: dict[str, Any], finish: dict[str, Any] | None) -> ExecutionRecord:
+        """The record two events describe; without a finish, the record of a process that ended."""
+        manifest: LogManifest | None = finish["output"] if finish is not None else None
+        output = OutputLog.reopen(self.output_directory, manifest) if manifest is not None else _empty_log()
+        record = ExecutionRecord(
+            ExecutionNumber(start["execution"]),
+            start["source"],
+            Generation(start["generation"]),
+            directives=Directives(**start["directives"]),
+            started_at=datetime.fromisoformat(start["started_at"]),
+            output=output,
+            patch_literals=start["patch_literals"],
+            cell_id=start["cell_id"],
+            client=start["client"],
+        )
+        if finish is None:
+            reason = f"the daemon (pid {start['pid']}) ended while it ran; its output was not kept"
+            record.ended_earlier(ExecutionState.DIED, 0.0, reason=reason)
+            return record
+        record.error_name, record.error_value = finish["error_name"], finish["error_value"]
+        record.images_not_kept = finish["images"]
+        record.displays.cleared_before = finish["cleared_before"]
+        state, reason = ExecutionState(finish["state"]), finish["end_reason"]
+        record.ended_earlier(state, finish["elapsed_s"], reason=reason)
+        return record
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def started(self, record: ExecutionRecord) -> None:
+        """An accepted cell, before it is sent: if this process ends first, it reads back as died."""
+        self._append(
+            {
+                "event": "start",
+                "execution": record.number,
+                "pid": os.getpid(),
+                "source": record.source,
+                "generation": record.generation,
+                "started_at": record.started_at.isoformat(),
+                "cell_id": record.cell_id,
+                "client": record.client,
+                "directives": asdict(record.directives),
+                "patch_literals": record.patch_literals,
+            }
+        )
+
+    def finished(self, record: ExecutionRecord) -> None:
+        """How a record ended, and its output, moved into the output directory once, now."""
+        try:
+            manifest = record.output.persist()
+        except OSError:
+            log.exception("the output of execution %d could not be journaled", record.number)
+            manifest = None
+        self._append(
+            {
+                "event": "finish",
+                "execution": record.number,
+                "state": record.state.value,
+                "elapsed_s": record.elapsed(),
+                "error_name": record.error_name,
+                "error_value": record.error_value,
+                "end_reason": record.end_reason,
+                "images": len(record.displays.images),
+                "cleared_before": record.displays.cleared_before,
+                "output": manifest,
+            }
+        )
+
+    def dropped(self, record: ExecutionRecord) -> None:
+        """A record's output was dropped to stay under the output limit: also after a restart."""
+        self._append({"event": "drop", "execution": record.number})
+
+    def _append(self, event: dict[str, Any]) -> None:
+        """One line, one unbuffered write. A journal that cannot be written must not stop the
+        kernel: the failure is logged and the session goes on."""
+        if self._lock is None:
+            raise RuntimeError(f"the journal of {self.workspace} is closed")
+        line = memoryview((json.dumps(event, separators=(",", ":")) + "\n").encode())
+        try:
+            while line:
+                line = line[os.write(self._events, line) :]
+        except OSError:
+            log.exception("the %s of execution %s could not be journaled", event["event"], event["execution"])
+
+
+def _configured_state_dir() -> Path:
+    configured = os.environ.get(STATE_ENV)
+    if configured:
+        return Path(configured).absolute()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "warmkernel"
+
+
+def _private_dir(path: Path) -> Path:
+    """`path` as a directory of this user that no one else may enter: created 0700, or checked
+    (and tightened to 0700) if it exists. A symlink is followed; what it leads to is checked."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError as exc:
+        raise WarmkernelError("daemon_error", f"warmkernel cannot keep its state in {path}: {exc}") from exc
+    if info.st_uid != os.getuid():
+        raise WarmkernelError(
+            "daemon_error",
+            f"{path} belongs to another user (uid {info.st_uid}), so warmkernel will not keep its journal "
+            f"there; set {STATE_ENV} to a directory of your own",
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def _lock(directory: Path, workspace: Path) -> int:
+    """Hold the journal's lock (its descriptor); `daemon_error` naming the process that holds it."""
+    fd = os.open(directory / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise WarmkernelError(
+            "daemon_error",
+            f"the journal of {workspace} is in use by another warmkernel process (pid {holder}); "
+            "stop it first, or run with --ephemeral",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _claim(directory: Path, workspace: Path) -> None:
+    """Name the workspace in its directory; refuse a directory that names another one."""
+    path = directory / _CLAIM
+    try:
+        named = json.loads(path.read_text(encoding="utf-8"))["workspace"]
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump({"workspace": str(workspace)}, file)
+        return
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise WarmkernelError("daemon_error", f"{path} cannot be read: {exc!r}") from exc
+    if named != str(workspace):
+        raise WarmkernelError(
+            "daemon_error", f"{directory} holds the journal of {named}, not of {workspace}; remove it"
+        )
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Cut a last line its writer did not finish, so that the next event starts a line of its own."""
+    end = at = os.fstat(fd).st_size
+    while at > 0:
+        start = max(0, at - _TAIL_CHUNK)
+        newline = os.pread(fd, at - start, start).rfind(b"\n")
+        if newline >= 0:
+            at = start + newline + 1
+            break
+        at = start
+    if at < end:
+        log.warning("the last journal line was torn (%d bytes); cut", end - at)
+        os.ftruncate(fd, at)
+
+
+def _empty_log() -> OutputLog:
+    """The output of a record whose output was not kept: closed, with no lines."""
+    output = OutputLog()
+    output.close()
+    return output

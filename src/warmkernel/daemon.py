@@ -57,40 +57,52 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     # A short private directory: a Unix socket path must stay under about 107 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="wkd-"))
     try:
-        async with (
-            _ide_server(options, workspace, settings.python) as jupyter,
-            Journal.open(workspace.path) as journal,
-            Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
-            await anyio.create_unix_listener(socket_dir / SOCKET_NAME) as listener,
-        ):
-            descriptor = Descriptor(
-                id=new_daemon_id(),
-                pid=os.getpid(),
-                workspace=str(workspace.path),
-                socket=str(socket_dir / SOCKET_NAME),
-                started_at=time.time(),
-                version=__version__,
-                kernel_options=dict(options.kernel_options),
-                idle_stop_s=options.idle_stop_s,
-                jupyter_url=jupyter.server_url if jupyter else None,
-                jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
-            )
-            daemon = _Daemon(session, descriptor, write_descriptor(descriptor))
-            session.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
-            face = SocketFace(session, daemon.status, daemon.serve_public)
-            daemon.face = face
-            try:
-                if options.ready_fd is not None:
-                    os.write(options.ready_fd, f"{descriptor.id}\n".encode())
-                    os.close(options.ready_fd)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(face.listen, listener)
-                    await daemon.until_idle(options.idle_stop_s)
-                    tg.cancel_scope.cancel()
-            finally:
-                remove_descriptor(daemon.descriptor_path)
+        with Journal.open(workspace.path) as journal:  # held for the daemon's life: one writer
+            await _serve(settings, workspace, options, notebook, socket_dir, journal)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+async def _serve(
+    settings: Settings,
+    workspace: Workspace,
+    options: DaemonOptions,
+    notebook: str | None,
+    socket_dir: Path,
+    journal: Journal,
+) -> None:
+    """The daemon proper, once it holds the workspace's journal."""
+    async with (
+        _ide_server(options, workspace, settings.python) as jupyter,
+        Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
+        await anyio.create_unix_listener(socket_dir / SOCKET_NAME) as listener,
+    ):
+        descriptor = Descriptor(
+            id=new_daemon_id(),
+            pid=os.getpid(),
+            workspace=str(workspace.path),
+            socket=str(socket_dir / SOCKET_NAME),
+            started_at=time.time(),
+            version=__version__,
+            kernel_options=dict(options.kernel_options),
+            idle_stop_s=options.idle_stop_s,
+            jupyter_url=jupyter.server_url if jupyter else None,
+            jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
+        )
+        daemon = _Daemon(session, descriptor, write_descriptor(descriptor))
+        session.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
+        face = SocketFace(session, daemon.status, daemon.serve_public)
+        daemon.face = face
+        try:
+            if options.ready_fd is not None:
+                os.write(options.ready_fd, f"{descriptor.id}\n".encode())
+                os.close(options.ready_fd)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(face.listen, listener)
+                await daemon.until_idle(options.idle_stop_s)
+                tg.cancel_scope.cancel()
+        finally:
+            remove_descriptor(daemon.descriptor_path)
 
 
 @dataclass

@@ -36,9 +36,10 @@ def open_socket(descriptor: Descriptor, client: str, **fields: Any) -> tuple[soc
     """A connection to the daemon after its answer to our hello; a refusal raises with its code."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(_CONNECT_S)
+    hello = {"warmkernel": __version__, "client": client, "note": version_note(descriptor), **fields}
     try:
         sock.connect(descriptor.socket)
-        sock.sendall(json.dumps({"warmkernel": __version__, "client": client, **fields}).encode() + b"\n")
+        sock.sendall(json.dumps(hello).encode() + b"\n")
         answer = json.loads(_read_line(sock) or b"null")
     except (OSError, ValueError) as exc:
         sock.close()
@@ -53,6 +54,19 @@ def open_socket(descriptor: Descriptor, client: str, **fields: Any) -> tuple[soc
         )
     sock.settimeout(None)
     return sock, answer
+
+
+def version_note(descriptor: Descriptor) -> str:
+    """What a client of another version than its daemon says in its replies: it keeps working,
+    and how to align them."""
+    if descriptor.version == __version__:
+        return ""
+    return (
+        f"note: this client is warmkernel {__version__}, and the daemon of this workspace runs "
+        f"warmkernel {descriptor.version or 'of an unknown version'}. They understand each other; to run "
+        f"{__version__}, `warmkernel stop` the daemon (its kernel's namespace is lost, its records are "
+        "kept) and connect again."
+    )
 
 
 def _read_line(sock: socket.socket) -> bytes:

@@ -82,17 +82,18 @@ class Connection:
     """The session's settings with this client's reply options."""
     notices_mark: int = 0
     """Where this connection reads the session's one-time notices from."""
+    note: str | None = None
+    """What the client has to be told about itself (e.g. that its version differs from the
+    daemon's): in its first reply, and in every status."""
     greeting: str | None = None
-    """Said once, in the first reply (e.g. that the client's version differs from the daemon's)."""
+    """The note, until the first reply has said it."""
     joined: bool = False
     """The kernel had run cells before this client came: its first run or status says what is there."""
 
     @classmethod
-    def open(
-        cls, session: Session, settings: Settings, *, greeting: str | None, tell_joined: bool
-    ) -> Connection:
+    def open(cls, session: Session, settings: Settings, *, note: str | None, tell_joined: bool) -> Connection:
         joined = tell_joined and session.kernel_info().executions > 0
-        return cls(session, settings, session.notice_mark(), greeting, joined)
+        return cls(session, settings, session.notice_mark(), note, note, joined)
 
 
 def client_name(ctx: ServerRequestContext[Any]) -> str:
@@ -189,6 +190,8 @@ async def send_python_input(conn: Connection, args: dict[str, Any], ctx: ServerR
 
 async def python_status(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     joined = await _joined(conn)
+    if conn.note is not None and conn.greeting is None:  # the first reply says it anyway
+        joined = _after(Reply(conn.note, {"note": conn.note}), joined) if joined else Reply(conn.note)
     records = conn.session.records
     return _after(
         joined,
@@ -310,15 +313,15 @@ def build_server(
     session: Session,
     options: Mapping[str, Any] | None = None,
     *,
-    greeting: str | None = None,
+    note: str | None = None,
     tell_joined: bool = True,
 ) -> Server[Any]:
     """An MCP server over an open session; any transport can serve it, to any number of clients.
 
     `options` are reply options of these clients (`Settings` fields), over the session's own;
-    `greeting` is said once to each; `tell_joined`: a client that comes to a kernel in use is
-    told, once, what is there (a CLI verb, one call long, is not). A `structured` result mode adds
-    structuredContent and output schemas; the text stays the same.
+    `note` is said to each in its first reply and in every status; `tell_joined`: a client that
+    comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not).
+    A `structured` result mode adds structuredContent and output schemas; the text is the same.
     """
     settings = replace(session.settings, **(options or {}))
     structured = settings.result_mode == "structured"
@@ -327,7 +330,7 @@ def build_server(
     async def connection(_: Server[Any]) -> AsyncIterator[Connection]:
         """Entered once per `Server.run`: one client over stdio or a socket. Streamable HTTP
         enters it once for the whole endpoint, so its clients share one connection."""
-        yield Connection.open(session, settings, greeting=greeting, tell_joined=tell_joined)
+        yield Connection.open(session, settings, note=note, tell_joined=tell_joined)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -1,7 +1,8 @@
 """The daemon's Unix socket: the one door of every local client (a host's relay, a CLI verb).
 
 A connection opens with a hello, one line of JSON, which the daemon answers with one line:
-  {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status", "options": {...}, "serve": {...}}
+  {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status", "options": {...}, "serve": {...},
+   "note": TEXT}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
 JSON-RPC message a line, so a relay only copies bytes. `options` are the client's reply options
@@ -58,6 +59,8 @@ class Hello:
     version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     serve: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    """What the client has to be told about itself in its replies, e.g. that its version differs."""
 
     @classmethod
     def parse(cls, line: bytes) -> Hello:
@@ -80,6 +83,7 @@ class Hello:
             str(data.get("warmkernel", "")),
             dict(options),
             dict(data.get("serve") or {}),
+            str(data.get("note") or ""),
         )
 
 
@@ -137,7 +141,7 @@ class SocketFace:
         server = build_server(
             self.session,
             hello.options,
-            greeting=_version_note(hello.version),
+            note=hello.note or None,
             tell_joined=hello.client != "cli",
         )
         to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -184,14 +188,3 @@ async def _answer(stream: anyio.abc.SocketStream, answer: Mapping[str, Any]) -> 
     # A client gone before its answer: nothing to tell.
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
         await stream.send(json.dumps(answer).encode() + b"\n")
-
-
-def _version_note(client_version: str) -> str | None:
-    """Said once to a client of another warmkernel version: it keeps working, and how to align."""
-    if not client_version or client_version == __version__:
-        return None
-    return (
-        f"note: this client is warmkernel {client_version}, and the workspace's daemon runs "
-        f"warmkernel {__version__}. Both understand each other; to run {client_version}, "
-        "`warmkernel stop` the daemon (its kernel is lost) and connect again."
-    )

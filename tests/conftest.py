@@ -1,8 +1,71 @@
-"""Shared pytest set-up: jupyter_client runs on asyncio only, so anyio tests use asyncio."""
+"""Shared pytest set-up: the anyio backend, and private daemon directories for every test.
+
+jupyter_client runs on asyncio only, so anyio tests use asyncio. Daemons outlive their clients
+by design, so every test gets its own runtime and state directories (through the environment
+its subprocesses inherit), and a test that leaves a daemon running fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+
+from warmkernel.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
+from warmkernel.journal import STATE_DIR_ENV
 
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def daemon_env(root: Path) -> dict[str, str]:
+    """The environment that keeps daemons, their descriptors and journals under `root`."""
+    return {RUNTIME_DIR_ENV: str(root / "rt"), STATE_DIR_ENV: str(root / "state")}
+
+
+@contextmanager
+def _runtime(root: Path) -> Iterator[None]:
+    saved = os.environ.get(RUNTIME_DIR_ENV)
+    os.environ[RUNTIME_DIR_ENV] = str(root / "rt")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(RUNTIME_DIR_ENV)
+        else:
+            os.environ[RUNTIME_DIR_ENV] = saved
+
+
+def stop_daemons(root: Path) -> list[str]:
+    """Stop every daemon whose descriptor is under `root`; the ids of those that were live."""
+    if not (root / "rt").exists():
+        return []
+    with _runtime(root):
+        live = live_descriptors()
+        for descriptor in live:
+            stop_daemon(descriptor)
+    return [descriptor.id for descriptor in live]
+
+
+def private_root() -> Path:
+    """A short directory (socket paths are limited to about 107 bytes) for one test's daemons."""
+    return Path(tempfile.mkdtemp(prefix="wkt-"))
+
+
+@pytest.fixture(autouse=True)
+def private_daemons(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's runtime and state directories; fails the test if it leaves a daemon running."""
+    root = private_root()
+    for name, value in daemon_env(root).items():
+        monkeypatch.setenv(name, value)
+    yield root
+    left = stop_daemons(root)
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left, f"the test left daemons running ({', '.join(left)}): stop them before it ends"

@@ -44,7 +44,7 @@ from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 log = logging.getLogger(__name__)
 
-STATE_ENV = "WARMKERNEL_STATE_DIR"
+STATE_DIR_ENV = "WARMKERNEL_STATE_DIR"
 _EVENTS = "journal.jsonl"
 _LOCK = "lock"
 _CLAIM = "workspace.json"
@@ -249,7 +249,7 @@ class Journal:
 
 
 def _configured_state_dir() -> Path:
-    configured = os.environ.get(STATE_ENV)
+    configured = os.environ.get(STATE_DIR_ENV)
     if configured:
         return Path(configured).absolute()
     xdg = os.environ.get("XDG_STATE_HOME")
@@ -269,7 +269,7 @@ def _private_dir(path: Path) -> Path:
         raise WarmkernelError(
             "daemon_error",
             f"{path} belongs to another user (uid {info.st_uid}), so warmkernel will not keep its journal "
-            f"there; set {STATE_ENV} to a directory of your own",
+            f"there; set {STATE_DIR_ENV} to a directory of your own",
         )
     if stat.S_IMODE(info.st_mode) & 0o077:
         path.chmod(0o700)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,17 +12,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import daemon_env, private_root, stop_daemons
+from warmkernel.discovery import RUNTIME_DIR_ENV
+
 
 @dataclass(frozen=True)
 class Cli:
-    """Runs `warmkernel ...` in a workspace with its own runtime directory."""
+    """Runs `warmkernel ...` in a workspace, its daemons' directories under `root`."""
 
     workspace: Path
-    runtime: Path
+    root: Path
+
+    @property
+    def runtime(self) -> Path:
+        return Path(daemon_env(self.root)[RUNTIME_DIR_ENV])
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "WARMKERNEL_RUNTIME_DIR": str(self.runtime)}
+        return {**os.environ, **daemon_env(self.root)}
 
     def __call__(
         self, *args: str, stdin: str | None = None, timeout: float = 90
@@ -38,23 +46,21 @@ class Cli:
         )
 
 
-def make_cli(root: Path) -> Cli:
-    (root / "ws").mkdir()
-    return Cli(root / "ws", root / "rt")
-
-
 @pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """A fresh workspace and runtime directory; any daemon started in it is stopped afterwards."""
-    fresh = make_cli(tmp_path)
+def cli(tmp_path: Path, private_daemons: Path) -> Iterator[Cli]:
+    """A fresh workspace, with this test's daemon directories; its daemons are stopped afterwards."""
+    (tmp_path / "ws").mkdir()
+    fresh = Cli(tmp_path / "ws", private_daemons)
     yield fresh
-    fresh("stop")
+    fresh("stop", "--all")
 
 
 @pytest.fixture(scope="module")
 def daemon_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
     """A workspace with a running daemon shared by a module's tests."""
-    shared = make_cli(tmp_path_factory.mktemp("cli"))
+    workspace = tmp_path_factory.mktemp("cli")
+    shared = Cli(workspace, private_root())
     assert shared("start").returncode == 0
     yield shared
-    shared("stop")
+    stop_daemons(shared.root)
+    shutil.rmtree(shared.root, ignore_errors=True)

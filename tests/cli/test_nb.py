@@ -40,7 +40,7 @@ def test_status_run_and_watch_from_a_subdirectory(cli: Cli) -> None:
         ],
     )
     assert cli("start").returncode == 0
-    sub = Cli(cli.workspace / "notes", cli.runtime)
+    sub = Cli(cli.workspace / "notes", cli.root)
     first = sub("nb", "status", "nb.ipynb")
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("notebook notes/nb.ipynb · 3 code cells: 3 never run")

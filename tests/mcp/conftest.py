@@ -7,8 +7,10 @@ dead kernel or special settings open a fresh server with `fresh_client`.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.conftest import daemon_env, private_root, stop_daemons
 from warmkernel.config import Settings
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
 from warmkernel.journal import Journal
@@ -52,9 +55,25 @@ async def memory_server(
 
 
 def stdio_parameters(workspace: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """`warmkernel mcp` as a host launches it, in this test's environment (and its daemon
+    directories) plus `env`."""
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "warmkernel", "mcp", *args], cwd=workspace, env=env
+        command=sys.executable,
+        args=["-m", "warmkernel", "mcp", *args],
+        cwd=workspace,
+        env={**os.environ, **(env or {})},
     )
+
+
+Host = Callable[..., AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture
+def host(private_daemons: Path) -> Iterator[Host]:
+    """Opens `warmkernel mcp` as an MCP host does (`host(workspace, *args, env=...)`); the daemons
+    its relays started are stopped when the test ends."""
+    yield lambda workspace, *args, env=None: Client(stdio_parameters(workspace, *args, env=env))
+    stop_daemons(private_daemons)
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +84,15 @@ async def memory_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
 
 @pytest.fixture(scope="session")
 async def stdio_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
-    async with Client(stdio_parameters(tmp_path_factory.mktemp("stdio-ws"))) as client:
-        yield client
+    """A host's `warmkernel mcp`: a relay to a daemon of its own directories, stopped at the end."""
+    root = private_root()
+    workspace = tmp_path_factory.mktemp("stdio-ws")
+    try:
+        async with Client(stdio_parameters(workspace, env=daemon_env(root))) as client:
+            yield client
+    finally:
+        stop_daemons(root)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 from tests.mcp.calls import body, call, run, text_of
-from tests.mcp.conftest import stdio_parameters
+from tests.mcp.conftest import Host
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -32,7 +32,7 @@ async def test_stdout_stays_clean_when_a_cell_writes_to_fd_1(stdio_client: Clien
     assert "kernel: ready" in await call(stdio_client, "python_status")
 
 
-async def test_hostile_profile_startup_and_pythonstartup_never_run(tmp_path: Path) -> None:
+async def test_hostile_profile_startup_and_pythonstartup_never_run(tmp_path: Path, host: Host) -> None:
     home, workspace = tmp_path / "home", tmp_path / "ws"
     workspace.mkdir()
     markers = {
@@ -54,7 +54,7 @@ async def test_hostile_profile_startup_and_pythonstartup_never_run(tmp_path: Pat
         "PYTHONSTARTUP": str(tmp_path / "startup.py"),
         "FORCE_COLOR": "1",
     }
-    async with Client(stdio_parameters(workspace, env=env)) as client:
+    async with host(workspace, env=env) as client:
         _, text = await run(client, "import os; os.environ.get('PYTHONSTARTUP'), os.environ.get('NO_COLOR')")
         assert body(text)[0].endswith("(None, '1')")
         _, text = await run(client, "1/0")
@@ -62,13 +62,11 @@ async def test_hostile_profile_startup_and_pythonstartup_never_run(tmp_path: Pat
     assert not [name for name, marker in markers.items() if marker.exists()]
 
 
-async def test_explicit_workspace_resolver_sets_workspace_and_kernel_cwd(tmp_path: Path) -> None:
+async def test_explicit_workspace_resolver_sets_workspace_and_kernel_cwd(tmp_path: Path, host: Host) -> None:
     (tmp_path / "project").mkdir()
     resolver = tmp_path / "resolver.py"
     resolver.write_text("def resolve_workspace(launch_cwd):\n    return launch_cwd / 'project'\n")
-    async with Client(
-        stdio_parameters(tmp_path, env={"WARMKERNEL_WORKSPACE_CONFIG": str(resolver)})
-    ) as client:
+    async with host(tmp_path, env={"WARMKERNEL_WORKSPACE_CONFIG": str(resolver)}) as client:
         _, text = await run(client, "import os; os.getcwd()")
         assert body(text)[0].endswith(repr(str(tmp_path / "project")))
         status = await call(client, "python_status")
@@ -124,9 +122,9 @@ def test_relative_resolver_path_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "must be an absolute path" in done.stderr
 
 
-async def test_initialize_does_not_wait_for_the_kernel(tmp_path: Path) -> None:
+async def test_initialize_does_not_wait_for_the_kernel(tmp_path: Path, host: Host) -> None:
     # A kernel that can never start still lets the host connect and list tools.
-    async with Client(stdio_parameters(tmp_path, "--python", "/nonexistent/python3")) as client:
+    async with host(tmp_path, "--python", "/nonexistent/python3") as client:
         tools = await client.list_tools()
         assert "run_python" in {tool.name for tool in tools.tools}
         result = await client.call_tool("run_python", {"freeform": "1"})

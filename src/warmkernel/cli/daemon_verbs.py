@@ -14,23 +14,12 @@ import psutil
 
 from warmkernel import journal
 from warmkernel.cli.exits import EXIT_OK, exit_status
-from warmkernel.cli.options import asked_kernel_options, daemon_environment, daemon_flags
+from warmkernel.cli.options import workspace_daemon
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
-from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon, live_descriptors, stop_daemon
+from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.scaffold import SNIPPETS, init_project
 from warmkernel.workspace import resolve_workspace
-
-
-def workspace_daemon(
-    args: argparse.Namespace, extra_flags: list[str] | None = None
-) -> tuple[Descriptor, bool]:
-    """The daemon of this workspace, started with this command line's kernel options if there is
-    none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
-    options than those given."""
-    workspace = resolve_workspace(Path.cwd()).path
-    flags = [*daemon_flags(args), *(extra_flags or [])]
-    return ensure_daemon(workspace, flags, daemon_environment(args), asked_kernel_options(args))
 
 
 def sessions(args: argparse.Namespace) -> int:

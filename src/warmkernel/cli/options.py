@@ -1,7 +1,7 @@
 """Server options on the command line: which `Settings` field each flag sets, whether it belongs
 to the daemon (kernel options) or to the client (reply options), and how they travel: kernel
-options as flags on a new daemon's command line (the Jupyter token in its environment), reply
-options in the client's hello.
+options as flags on a new daemon's command line (the Jupyter token in its environment) and as
+what a live daemon must match (`workspace_daemon`), reply options in the client's hello.
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from warmkernel.config import Settings
+from warmkernel.config import Settings, load_summarizers
+from warmkernel.discovery import Descriptor, ensure_daemon
+from warmkernel.workspace import resolve_workspace
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             type=option.type,
             metavar=option.metavar,
             choices=option.choices,
-            help=f"{option.help} (default: {getattr(defaults, option.field)})",
+            help=option.help + _default_text(getattr(defaults, option.field)),
         )
     kernel.add_argument(
         "--no-save-outputs",
@@ -164,6 +167,10 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             choices=("DEBUG", "INFO", "WARNING", "ERROR"),
             help="daemon log level (its log is in the runtime directory)",
         )
+
+
+def _default_text(default: object) -> str:
+    return "" if default is None else f" (default: {default})"
 
 
 def _given(args: argparse.Namespace, scope: str) -> dict[str, Any]:
@@ -227,3 +234,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if getattr(args, "save_outputs", None) is not None:
         given["save_outputs"] = args.save_outputs
     return Settings(jupyter_token=_jupyter_token(args), **given)
+
+
+def workspace_daemon(
+    args: argparse.Namespace, extra_flags: list[str] | None = None
+) -> tuple[Descriptor, bool]:
+    """The daemon of this workspace, started with this command line's kernel options if there is
+    none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
+    options than those given."""
+    workspace = resolve_workspace(Path.cwd())
+    load_summarizers(workspace.path)  # a bad configuration is refused here with its code, not in a log
+    # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
+    resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
+    flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]
+    return ensure_daemon(workspace.path, flags, daemon_environment(args), asked_kernel_options(args))

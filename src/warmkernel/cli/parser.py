@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--ready-fd", type=int)
     daemon.add_argument("--jupyter-server", action="store_true")
     daemon.add_argument("--jupyter-notebook", type=Path)
+    daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
 
     init = verb(

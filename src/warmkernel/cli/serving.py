@@ -17,9 +17,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
-from warmkernel.cli.daemon_verbs import workspace_daemon
 from warmkernel.cli.exits import EXIT_OK
-from warmkernel.cli.options import IDLE_STOP_DEFAULT_S, kernel_options_of, reply_options, settings_from
+from warmkernel.cli.options import (
+    IDLE_STOP_DEFAULT_S,
+    kernel_options_of,
+    reply_options,
+    settings_from,
+    workspace_daemon,
+)
 from warmkernel.client import open_socket
 from warmkernel.config import Settings, load_summarizers
 from warmkernel.workspace import Workspace, resolve_workspace
@@ -83,7 +88,10 @@ def daemon(args: argparse.Namespace) -> int:
     from warmkernel.daemon import DaemonOptions, run_daemon
 
     _configure_logging(args.log_level)
-    workspace = resolve_workspace(Path.cwd())
+    if args.resolved_by is None:
+        workspace = resolve_workspace(Path.cwd())
+    else:
+        workspace = Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
     settings = _settings(args, workspace)
     options = DaemonOptions(
         idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from warmkernel.cli.daemon_verbs import workspace_daemon
 from warmkernel.cli.exits import exit_status
+from warmkernel.cli.options import workspace_daemon
 from warmkernel.client import open_daemon
 from warmkernel.discovery import find_daemon
 from warmkernel.errors import WarmkernelError

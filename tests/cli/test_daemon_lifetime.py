@@ -1,0 +1,254 @@
+"""The kernel outlives its clients: one daemon per workspace, every face its client.
+
+Hosts are `warmkernel mcp` relays started as an MCP host starts them (the SDK's stdio client);
+the CLI runs as a subprocess. Each test's daemons live in its own directories (`cli` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import psutil
+import pytest
+from mcp import Client
+
+from tests.cli.conftest import Cli
+from tests.mcp.calls import call, call_error, run, text_of
+from tests.mcp.conftest import connect, stdio_parameters
+from warmkernel import __version__
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+def _host(cli: Cli, *args: str, name: str = "test-host", **kwargs: Any) -> Client:
+    """An MCP host's connection: `warmkernel mcp` over stdio, in the CLI's workspace."""
+    info = types.Implementation(name=name, version="1")
+    return Client(stdio_parameters(cli.workspace, *args, env=cli.env), client_info=info, **kwargs)
+
+
+def _daemon(cli: Cli) -> dict[str, Any]:
+    (daemon,) = json.loads(cli("sessions", "--json").stdout)
+    return daemon
+
+
+def _gone(pid: int, timeout_s: float = 20.0) -> bool:
+    """Whether the process ends within the timeout (a zombie counts as ended)."""
+    try:
+        psutil.Process(pid).wait(timeout_s)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    return True
+
+
+def test_a_new_host_finds_the_namespace_and_is_told_what_is_there(cli: Cli) -> None:
+    async def two_conversations() -> str:
+        async with _host(cli) as first:
+            await run(first, "import math\nx = 41")
+        async with _host(cli) as second:
+            _, text = await run(second, "x + 1")
+            return text
+
+    text = anyio.run(two_conversations)
+    assert text.splitlines()[-1] == "Out[2]: 42"
+    assert "you joined a live kernel" in text and "1 execution in its namespace" in text
+    assert "x (int)" in text and "math" not in text.split("variables:")[1]
+    assert _daemon(cli)["clients"] == 0  # both hosts are gone; the daemon stays
+
+
+@pytest.mark.parametrize("how", ["sigterm", "group-kill"])
+def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: str) -> None:
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "mcp"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a process group of its own, as a host's child
+    )
+    assert relay.stdin is not None and relay.stdout is not None
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _initialize()},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": _run("kept = 'yes'")},
+    ):
+        relay.stdin.write(json.dumps(message).encode() + b"\n")
+        relay.stdin.flush()
+    answers = [json.loads(relay.stdout.readline()) for _ in range(2)]
+    assert answers[1]["result"]["content"][0]["text"].startswith("In [1]")
+    if how == "sigterm":
+        relay.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(relay.pid, signal.SIGKILL)
+    relay.wait(30)
+    relay.stdin.close()
+    relay.stdout.close()
+    assert cli("run", "kept").stdout.splitlines()[-1] == "Out[2]: 'yes'"
+
+
+def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> None:
+    assert cli("run", "print('before')").returncode == 0
+    assert cli("run", "import time; time.sleep(60)", "--timeout", "0.5").returncode == 3
+    daemon = _daemon(cli)
+    os.kill(daemon["pid"], signal.SIGKILL)
+    assert _gone(daemon["pid"])
+    assert _gone(daemon["kernel"]["pid"]), "the kernel of a killed daemon does not outlive it"
+    restarted = cli("run", "'after'")
+    assert restarted.returncode == 0, restarted.stderr
+    assert "warmkernel restarted; executions 1-2 are kept" in restarted.stdout
+    assert "In [3]" in restarted.stdout
+    assert cli("read", "1").stdout.splitlines()[-1] == "before"
+    state = cli("state", "2", "--json")
+    facts = json.loads(state.stdout)
+    assert facts["state"] == "died" and f"pid {daemon['pid']}" in facts["end_reason"]
+
+
+def test_ten_concurrent_first_calls_start_one_daemon(cli: Cli) -> None:
+    with ThreadPoolExecutor(10) as pool:
+        done = list(pool.map(lambda _: cli("status", "--json"), range(10)))
+    assert [d.returncode for d in done] == [0] * 10
+    assert {json.loads(d.stdout)["generation"] for d in done} == {1}
+    assert len(json.loads(cli("sessions", "--json").stdout)) == 1
+
+
+def test_a_client_asking_for_another_interpreter_is_refused_with_the_difference(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    other = "/usr/bin/python3"
+    for verb in (["start"], ["mcp"]):
+        done = cli(*verb, "--python", other)
+        assert done.returncode == 2
+        message = done.stderr.strip()
+        assert message.startswith("warmkernel: kernel_options_differ: ")
+        assert f"python '{sys.executable}' (you asked for '{other}')" in message
+        assert "`warmkernel stop`" in message
+
+
+def test_busy_names_the_client_whose_cell_runs(cli: Cli) -> None:
+    async def host_then_cli() -> subprocess.CompletedProcess[str]:
+        async with _host(cli, name="host-a") as host:
+            await run(host, "# warmkernel: --wait 0.2\nimport time; time.sleep(30)")
+            refused = await anyio.to_thread.run_sync(lambda: cli("run", "1"))
+            await call(host, "interrupt_python")
+            return refused
+
+    refused = anyio.run(host_then_cli)
+    assert refused.returncode == 3
+    assert "(sent by host-a) is still running; this cell was not run" in refused.stderr
+
+
+def test_progress_reaches_only_the_client_that_waits(cli: Cli) -> None:
+    seen: list[object] = []
+    reported: list[float] = []
+
+    async def record(message: object) -> None:
+        seen.append(message)
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
+
+    async def two_hosts() -> None:
+        cell = {"freeform": "# warmkernel: --wait 30\nimport time; time.sleep(6)"}
+        async with (
+            _host(cli, name="waiter") as waiter,
+            _host(cli, name="other", message_handler=record) as other,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(lambda: waiter.call_tool("run_python", cell, progress_callback=on_progress))
+            for _ in range(4):  # the other client keeps talking to the daemon meanwhile
+                await anyio.sleep(1.5)
+                await call(other, "list_python_executions")
+
+    anyio.run(two_hosts)
+    assert reported, "the waiting client got progress notifications"
+    assert not [m for m in seen if isinstance(m, types.ServerNotification)], seen
+
+
+def test_ephemeral_owns_its_kernel_and_leaves_nothing(cli: Cli) -> None:
+    async def ephemeral() -> str:
+        async with _host(cli, "--ephemeral") as host:
+            assert cli("sessions").stdout.strip() == "No live daemons."
+            return (await run(host, "21 * 2"))[1]
+
+    assert anyio.run(ephemeral).endswith("Out[1]: 42")
+    state = Path(cli.env["WARMKERNEL_STATE_DIR"])
+    assert not state.exists() or not any(state.rglob("journal.jsonl"))
+
+
+def test_an_idle_daemon_stops_by_itself(cli: Cli) -> None:
+    assert cli("start", "--idle-stop", "1").returncode == 0
+    daemon = _daemon(cli)
+    assert daemon["idle_stop_s"] == 1
+    assert _gone(daemon["pid"])
+    assert cli("sessions").stdout.strip() == "No live daemons."
+
+
+def test_forget_deletes_the_journal_only_when_no_daemon_runs_on_it(cli: Cli) -> None:
+    assert cli("run", "1").returncode == 0
+    refused = cli("forget")
+    assert refused.returncode == 1 and "forget --stop" in refused.stderr
+    assert cli("forget", "--stop").stdout.startswith("forgot the records of ")
+    assert cli("sessions").stdout.strip() == "No live daemons."
+    fresh = cli("run", "2")
+    assert "In [1]" in fresh.stdout and "restarted" not in fresh.stdout
+
+
+def test_a_client_of_another_version_says_so_and_keeps_working(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    descriptor.write_text(json.dumps(json.loads(descriptor.read_text()) | {"version": "0.0.1"}))
+    done = cli("status")
+    assert done.returncode == 0
+    assert f"note: this client is warmkernel {__version__}, and the daemon" in done.stdout
+    assert "runs warmkernel 0.0.1" in done.stdout
+
+
+def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "serve", "--port", "0", "--token", "secret"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    line = server.stderr.readline()
+    url = line.split("serving MCP at ")[1].split()[0]
+
+    async def http_client() -> str:
+        async with connect(url, "secret") as client:
+            await run(client, "over_http = 'hi'")
+            assert "public" not in text_of(await client.call_tool("python_status", {}))
+            code, _ = await call_error(client, "read_python_output", line_range="x")
+            assert code == "invalid_line_range"
+        return url
+
+    anyio.run(http_client)
+    assert _daemon(cli)["public_url"] == url
+    assert cli("run", "over_http").stdout.splitlines()[-1] == "Out[2]: 'hi'"
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(30) == 0
+    assert _daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
+
+
+def _initialize() -> dict[str, Any]:
+    return {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw-host", "version": "1"},
+    }
+
+
+def _run(code: str) -> dict[str, Any]:
+    return {"name": "run_python", "arguments": {"freeform": code}}

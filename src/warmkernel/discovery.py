@@ -157,7 +157,8 @@ def _contains(workspace: str, cwd: Path) -> bool:
 
 
 def find_daemon(cwd: Path, daemon_id: str | None = None) -> Descriptor | None:
-    """The live daemon whose workspace contains `cwd` (or the one named); None if there is none."""
+    """The live daemon of the innermost workspace that contains `cwd` (or the one named); None if
+    there is none."""
     daemons = live_descriptors()
     if daemon_id is not None:
         for descriptor in daemons:
@@ -165,7 +166,9 @@ def find_daemon(cwd: Path, daemon_id: str | None = None) -> Descriptor | None:
                 return descriptor
         known = ", ".join(d.id for d in daemons) or "none"
         raise WarmkernelError("daemon_not_found", f"no live daemon {daemon_id!r}; live daemons: {known}")
-    matching = [d for d in daemons if _contains(d.workspace, cwd.resolve())]
+    containing = [d for d in daemons if _contains(d.workspace, cwd.resolve())]
+    innermost = max((len(Path(d.workspace).parts) for d in containing), default=0)
+    matching = [d for d in containing if len(Path(d.workspace).parts) == innermost]
     if len(matching) > 1:
         listing = "\n".join(f"  {d.describe()}" for d in matching)
         raise WarmkernelError(

@@ -67,13 +67,10 @@ class Settings:
 _SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 
 
-def load_summarizers(workspace: Path) -> tuple[str, ...]:
-    """`summarizers` from `warmkernel.toml` ([inspection]), else `pyproject.toml`
-    ([tool.warmkernel.inspection]), in the workspace; `()` when neither sets it."""
-    for name, keys in (
-        ("warmkernel.toml", ("inspection",)),
-        ("pyproject.toml", ("tool", "warmkernel", "inspection")),
-    ):
+def _setting(workspace: Path, *keys: str) -> tuple[Any, str] | None:
+    """The value at `keys` in `warmkernel.toml`, else under `[tool.warmkernel]` of `pyproject.toml`,
+    in the workspace, with where it was found (for messages); None when neither sets it."""
+    for name, prefix in (("warmkernel.toml", ()), ("pyproject.toml", ("tool", "warmkernel"))):
         path = workspace / name
         try:
             table: Any = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -81,18 +78,53 @@ def load_summarizers(workspace: Path) -> tuple[str, ...]:
             continue
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise WarmkernelError("invalid_config", f"{path} cannot be read: {exc}") from exc
-        for key in keys:
-            table = table.get(key) if isinstance(table, dict) else None
-        if not isinstance(table, dict) or "summarizers" not in table:
-            continue
-        entries = table["summarizers"]
-        where = f"{path} [{'.'.join(keys)}] summarizers"
-        if not isinstance(entries, list) or not all(
-            isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
-        ):
+        *tables, key = (*prefix, *keys)
+        for name_ in tables:
+            table = table.get(name_) if isinstance(table, dict) else None
+        if isinstance(table, dict) and key in table:
+            section = ".".join(tables)
+            return table[key], f"{path} {f'[{section}] ' if section else ''}{key}"
+    return None
+
+
+def load_summarizers(workspace: Path) -> tuple[str, ...]:
+    """`summarizers` from `warmkernel.toml` ([inspection]), else `pyproject.toml`
+    ([tool.warmkernel.inspection]), in the workspace; `()` when neither sets it."""
+    found = _setting(workspace, "inspection", "summarizers")
+    if found is None:
+        return ()
+    entries, where = found
+    if not isinstance(entries, list) or not all(
+        isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
+    ):
+        raise WarmkernelError(
+            "invalid_config", f'{where} must be a list of "package.module:function" strings, not {entries!r}'
+        )
+    return tuple(entries)
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """How long a workspace's daemon lives, and where its journal is kept; None: not configured."""
+
+    idle_stop_s: float | None = None
+    state_dir: Path | None = None
+
+
+def load_lifetime(workspace: Path) -> Lifetime:
+    """`idle_stop` (seconds, 0: never) and `state_dir` (a path, `~` expanded, relative to the
+    workspace) from the workspace's `warmkernel.toml` or `[tool.warmkernel]` of `pyproject.toml`."""
+    idle_stop_s = state_dir = None
+    if (found := _setting(workspace, "idle_stop")) is not None:
+        value, where = found
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise WarmkernelError(
-                "invalid_config",
-                f'{where} must be a list of "package.module:function" strings, not {entries!r}',
+                "invalid_config", f"{where} must be a number of seconds >= 0, not {value!r}"
             )
-        return tuple(entries)
-    return ()
+        idle_stop_s = float(value)
+    if (found := _setting(workspace, "state_dir")) is not None:
+        value, where = found
+        if not isinstance(value, str) or not value:
+            raise WarmkernelError("invalid_config", f"{where} must be a directory path, not {value!r}")
+        state_dir = workspace / Path(value).expanduser()
+    return Lifetime(idle_stop_s, state_dir)

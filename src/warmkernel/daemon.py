@@ -41,6 +41,8 @@ class DaemonOptions:
 
     idle_stop_s: float = 12 * 3600
     """Stop after this long with no client and no running cell; 0: never."""
+    state_dir: Path | None = None
+    """Where the journal is kept; None: the per-user default (`journal.state_dir`)."""
     ready_fd: int | None = None
     """A pipe to write the daemon id to once the descriptor exists (`discovery.start_daemon`)."""
     jupyter: bool = False
@@ -57,7 +59,9 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     # A short private directory: a Unix socket path must stay under about 107 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="wkd-"))
     try:
-        with Journal.open(workspace.path) as journal:  # held for the daemon's life: one writer
+        with Journal.open(
+            workspace.path, options.state_dir
+        ) as journal:  # held for the daemon's life: one writer
             await _serve(settings, workspace, options, notebook, socket_dir, journal)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)

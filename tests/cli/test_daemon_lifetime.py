@@ -193,6 +193,27 @@ def test_an_idle_daemon_stops_by_itself(cli: Cli) -> None:
     assert cli("sessions").stdout.strip() == "No live daemons."
 
 
+def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(cli: Cli) -> None:
+    (cli.workspace / "pyproject.toml").write_text('[tool.warmkernel]\nidle_stop = 3600\nstate_dir = "kept"\n')
+    environment = {name: value for name, value in cli.env.items() if name != "WARMKERNEL_STATE_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-m", "warmkernel", "run", "1"],
+        cwd=cli.workspace,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _daemon(cli)["idle_stop_s"] == 3600
+    assert list((cli.workspace / "kept").rglob("journal.jsonl"))
+    assert cli("start", "--idle-stop", "5").returncode == 0  # a live daemon: its own lifetime stands
+    (cli.workspace / "pyproject.toml").write_text("[tool.warmkernel]\nidle_stop = -1\n")
+    refused = cli("status")
+    assert refused.returncode == 2
+    assert "pyproject.toml [tool.warmkernel] idle_stop must be a number of seconds >= 0" in refused.stderr
+
+
 def test_forget_deletes_the_journal_only_when_no_daemon_runs_on_it(cli: Cli) -> None:
     assert cli("run", "1").returncode == 0
     refused = cli("forget")

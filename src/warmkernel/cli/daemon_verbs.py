@@ -14,7 +14,7 @@ import psutil
 
 from warmkernel import journal
 from warmkernel.cli.exits import EXIT_OK, exit_status
-from warmkernel.cli.options import workspace_daemon
+from warmkernel.cli.options import state_dir_of, workspace_daemon
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
@@ -161,7 +161,7 @@ def forget(args: argparse.Namespace) -> int:
                 "`warmkernel forget --stop` stops it first",
             )
         stop_daemon(descriptor)
-    forgotten = journal.forget(workspace)
+    forgotten = journal.forget(workspace, state_dir_of(args, workspace))
     if args.json:
         print(json.dumps({"forgotten": forgotten, "workspace": str(workspace)}))
     else:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from warmkernel.config import Settings, load_summarizers
+from warmkernel.config import Settings, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon
+from warmkernel.journal import STATE_DIR_ENV
 from warmkernel.workspace import resolve_workspace
 
 
@@ -162,6 +163,14 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             f"0: never (default: {IDLE_STOP_DEFAULT_S:g}, 12 h)",
         )
         kernel.add_argument(
+            "--state-dir",
+            type=Path,
+            metavar="DIR",
+            help="where a daemon started here keeps the journal of its records (default: "
+            f"${STATE_DIR_ENV}, else `state_dir` of the project's configuration, else "
+            "$XDG_STATE_HOME/warmkernel or ~/.local/state/warmkernel)",
+        )
+        kernel.add_argument(
             "--log-level",
             default="WARNING",
             choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -215,7 +224,19 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--no-save-outputs")
     if getattr(args, "idle_stop", None) is not None:
         flags += ["--idle-stop", f"{args.idle_stop:g}"]
+    if getattr(args, "state_dir", None) is not None:
+        flags += ["--state-dir", str(args.state_dir.absolute())]
     return [*flags, "--log-level", getattr(args, "log_level", "WARNING")]
+
+
+def state_dir_of(args: argparse.Namespace, workspace: Path) -> Path | None:
+    """Where the workspace's journal is: --state-dir, else $WARMKERNEL_STATE_DIR, else the project's
+    `state_dir`; None: the per-user default (`journal.state_dir`)."""
+    if getattr(args, "state_dir", None) is not None:
+        return args.state_dir.absolute()
+    if os.environ.get(STATE_DIR_ENV):
+        return None
+    return load_lifetime(workspace).state_dir
 
 
 def _jupyter_token(args: argparse.Namespace) -> str | None:
@@ -243,7 +264,9 @@ def workspace_daemon(
     none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
     options than those given."""
     workspace = resolve_workspace(Path.cwd())
-    load_summarizers(workspace.path)  # a bad configuration is refused here with its code, not in a log
+    # A bad configuration is refused here with its code, not in a daemon's log.
+    load_summarizers(workspace.path)
+    load_lifetime(workspace.path)
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]

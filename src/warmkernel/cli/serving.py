@@ -23,10 +23,11 @@ from warmkernel.cli.options import (
     kernel_options_of,
     reply_options,
     settings_from,
+    state_dir_of,
     workspace_daemon,
 )
 from warmkernel.client import open_socket
-from warmkernel.config import Settings, load_summarizers
+from warmkernel.config import Settings, load_lifetime, load_summarizers
 from warmkernel.workspace import Workspace, resolve_workspace
 
 
@@ -93,8 +94,11 @@ def daemon(args: argparse.Namespace) -> int:
     else:
         workspace = Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
     settings = _settings(args, workspace)
+    configured = load_lifetime(workspace.path).idle_stop_s
+    idle_stop_s = next(s for s in (args.idle_stop, configured, IDLE_STOP_DEFAULT_S) if s is not None)
     options = DaemonOptions(
-        idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,
+        idle_stop_s=idle_stop_s,
+        state_dir=state_dir_of(args, workspace.path),
         ready_fd=args.ready_fd,
         jupyter=args.jupyter_server,
         jupyter_notebook=args.jupyter_notebook,

@@ -2,7 +2,9 @@
 
     python examples/smoke.py
 
-Prints each reply exactly as a model would read it.
+Prints each reply exactly as a model would read it. The kernel lives in the directory's daemon
+and stays warm after the script ends (run it twice: the numbering continues); `warmkernel stop`
+ends it.
 """
 
 from __future__ import annotations

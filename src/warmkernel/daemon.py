@@ -59,9 +59,8 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     # A short private directory: a Unix socket path must stay under about 107 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="wkd-"))
     try:
-        with Journal.open(
-            workspace.path, options.state_dir
-        ) as journal:  # held for the daemon's life: one writer
+        # Held for the daemon's life: a workspace's journal has one writer.
+        with Journal.open(workspace.path, options.state_dir) as journal:
             await _serve(settings, workspace, options, notebook, socket_dir, journal)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
@@ -159,7 +158,8 @@ class _Daemon:
                 self.quiet_since = time.monotonic()
                 continue
             with anyio.move_on_after(idle_stop_s - (time.monotonic() - self.quiet_since)):
-                await self.face.changed.wait()
+                await self.face.changed.wait()  # a client came (and may be gone already)
+                self.quiet_since = time.monotonic()
                 continue
             return
 

@@ -260,6 +260,7 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
     assert cli("run", "over_http").stdout.splitlines()[-1] == "Out[2]: 'hi'"
     server.send_signal(signal.SIGTERM)
     assert server.wait(30) == 0
+    server.stderr.close()
     assert _daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
 
 

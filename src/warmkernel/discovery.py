@@ -12,16 +12,12 @@ and stops daemons.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
-import secrets
-import select
 import signal
-import subprocess
 import sys
-import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -84,6 +80,8 @@ class Descriptor:
 
 
 def new_daemon_id() -> str:
+    import secrets
+
     return secrets.token_hex(4)
 
 
@@ -96,6 +94,8 @@ def runtime_dir() -> Path:
     elif xdg and Path(xdg).is_dir():
         path = Path(xdg) / "warmkernel"
     else:
+        import tempfile
+
         path = Path(tempfile.gettempdir()) / f"warmkernel-{os.getuid()}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.stat()
@@ -116,6 +116,8 @@ def write_descriptor(descriptor: Descriptor) -> Path:
     """Write atomically with mode 0600, so a reader never sees half a file."""
     directory = _descriptors_dir()
     target = directory / f"{descriptor.id}.json"
+    import tempfile
+
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
         json.dump(asdict(descriptor), handle)
@@ -183,7 +185,7 @@ def _start_lock(workspace: Path) -> Iterator[None]:
     """Held while a workspace's daemon is looked for and, if need be, started."""
     locks = runtime_dir() / "locks"
     locks.mkdir(mode=0o700, exist_ok=True)
-    name = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
+    name = f"{zlib.crc32(str(workspace.resolve()).encode()):08x}"  # a collision only serializes two starts
     fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -237,6 +239,8 @@ def start_daemon(
     The daemon writes its id to an inherited pipe once its descriptor exists, so
     this waits on that pipe, not on the file system.
     """
+    import subprocess  # here: a client that finds its daemon live never pays for it
+
     log_path = runtime_dir() / f"daemon-{int(time.time())}-{os.getpid()}.log"
     read_fd, write_fd = os.pipe()
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
@@ -274,6 +278,8 @@ def start_daemon(
 
 def _read_line(fd: int, timeout_s: float) -> str:
     """What the daemon wrote up to its first newline; "" if it closed the pipe or timed out."""
+    import select
+
     deadline = time.monotonic() + timeout_s
     data = b""
     while b"\n" not in data and (remaining := deadline - time.monotonic()) > 0:

@@ -12,7 +12,6 @@ from typing import Any
 
 import psutil
 
-from warmkernel import journal
 from warmkernel.cli.exits import EXIT_OK, exit_status
 from warmkernel.cli.options import state_dir_of, workspace_daemon
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
@@ -151,6 +150,8 @@ def stop(args: argparse.Namespace) -> int:
 def forget(args: argparse.Namespace) -> int:
     """Delete this workspace's journal (its records and their output); refused while its daemon
     runs, unless --stop stops it first."""
+    from warmkernel import journal  # here: other verbs load no journal code
+
     workspace = resolve_workspace(Path.cwd()).path
     descriptor = find_daemon(workspace)
     if descriptor is not None:

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from warmkernel.config import Settings, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon
-from warmkernel.journal import STATE_DIR_ENV
 from warmkernel.workspace import resolve_workspace
 
 
@@ -167,7 +166,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             type=Path,
             metavar="DIR",
             help="where a daemon started here keeps the journal of its records (default: "
-            f"${STATE_DIR_ENV}, else `state_dir` of the project's configuration, else "
+            "$WARMKERNEL_STATE_DIR, else `state_dir` of the project's configuration, else "
             "$XDG_STATE_HOME/warmkernel or ~/.local/state/warmkernel)",
         )
         kernel.add_argument(
@@ -232,6 +231,8 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
 def state_dir_of(args: argparse.Namespace, workspace: Path) -> Path | None:
     """Where the workspace's journal is: --state-dir, else $WARMKERNEL_STATE_DIR, else the project's
     `state_dir`; None: the per-user default (`journal.state_dir`)."""
+    from warmkernel.journal import STATE_DIR_ENV  # here: a client verb loads no journal code
+
     if getattr(args, "state_dir", None) is not None:
         return args.state_dir.absolute()
     if os.environ.get(STATE_DIR_ENV):

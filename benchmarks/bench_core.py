@@ -1,15 +1,21 @@
 """Core benchmarks: warmkernel over MCP stdio side by side with a raw jupyter_client baseline.
 
-Measured in one run, on one warmkernel server and one raw kernel alive at the same time:
+warmkernel is measured as hosts run it: `python -m warmkernel mcp`, a relay to the workspace's
+daemon, which it starts when there is none. Every warmkernel process of the run gets private
+runtime and state directories (`PrivateDaemons`), so the run finds only its own daemons and
+stops them at its end, also when a case fails.
+
+Measured in one run, on one daemon (through its relay) and one raw kernel alive at the same time:
 
 1. Round trip of a trivial cell (`pass`): median and p95, warmkernel minus raw.
 2. A cell printing many short lines, from submission to terminal state (median of 3).
-3. The warmkernel server's RSS growth for that cell (the kernel process is not counted).
+3. The daemon's RSS growth for that cell (the kernel process is not counted).
 4. `read_python_output` of the last 10 and of 20 middle lines of that cell, next to the
    `python_status` round trip as a floor.
 5. A regex search for one line among them.
-6. Startup: launching `python -m warmkernel mcp` until the first `run_python("1")` reply,
-   against `AsyncKernelManager.start_kernel()` plus `wait_for_ready()`.
+6. Startup with no live daemon: launching `python -m warmkernel mcp` (which starts the daemon)
+   until the first `run_python("1")` reply, against `AsyncKernelManager.start_kernel()` plus
+   `wait_for_ready()`; the daemon is stopped between runs.
 
 The raw baseline uses jupyter_client's `python3` kernelspec with this interpreter, the IPC
 transport and warmkernel's kernel environment and flags, and counts a cell as done when both
@@ -22,13 +28,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,12 +47,17 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
+from warmkernel.discovery import RUNTIME_DIR_ENV, Descriptor, live_descriptors, stop_daemon
+from warmkernel.journal import STATE_DIR_ENV
+
 # The raw kernel gets the same environment and flags as warmkernel's own kernels.
 from warmkernel.kernel.launch import _KERNEL_FLAGS, kernel_environment
 
 MB = 1024 * 1024
 WARM_UP = 20
 START_TIMEOUT_S = 60.0
+IDLE_STOP_S = 900.0
+"""A daemon of a benchmark that was killed before it could stop it stops by itself after this."""
 
 
 @dataclass(frozen=True)
@@ -97,11 +109,87 @@ async def timed(action: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - start
 
 
+# -- private daemons -----------------------------------------------------------------------------
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """`values` in this process's environment for a while: discovery reads its directory from there."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@dataclass(frozen=True)
+class PrivateDaemons:
+    """The runtime and state directories of one benchmark run: daemons outlive their clients, so
+    a run must find only its own daemons (never a user's) and stop every one of them."""
+
+    root: Path
+
+    def env(self) -> dict[str, str]:
+        """The environment every warmkernel process of the run gets. It carries our PYTHONPATH
+        too: the MCP SDK gives a server only a few variables of ours (HOME, PATH, ...)."""
+        values = {RUNTIME_DIR_ENV: str(self.root / "rt"), STATE_DIR_ENV: str(self.root / "st")}
+        if "PYTHONPATH" in os.environ:
+            values["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return values
+
+    def live(self) -> list[Descriptor]:
+        with _environment({RUNTIME_DIR_ENV: self.env()[RUNTIME_DIR_ENV]}):
+            return live_descriptors()
+
+    def stop_all(self) -> int:
+        """Stop every live daemon of the run and wait until each has cleaned up; how many there were.
+        A daemon that fails to stop does not keep the others running: the first failure is raised
+        once all were tried."""
+        daemons = self.live()
+        failures: list[Exception] = []
+        for descriptor in daemons:
+            try:
+                stop_daemon(descriptor)
+            except Exception as exc:  # raised below, after the others were tried
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return len(daemons)
+
+
+@contextmanager
+def private_daemons() -> Iterator[PrivateDaemons]:
+    """Private daemon directories, short (socket paths are limited to about 107 bytes); on exit,
+    also after a failure, every daemon started under them is stopped and they are removed."""
+    daemons = PrivateDaemons(Path(tempfile.mkdtemp(prefix="wkb-")))
+    try:
+        yield daemons
+    finally:
+        try:
+            if stopped := daemons.stop_all():
+                progress(f"stopped {stopped} daemon(s)")
+        finally:
+            shutil.rmtree(daemons.root, ignore_errors=True)
+
+
 # -- warmkernel over MCP stdio -------------------------------------------------------------------
 
 
-def server_parameters(workspace: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "warmkernel", "mcp"], cwd=workspace)
+def server_parameters(workspace: Path, daemons: PrivateDaemons, *flags: str) -> StdioServerParameters:
+    """`python -m warmkernel mcp FLAGS` in `workspace`, as a host launches it, with the run's
+    private daemon directories; a daemon it starts stops by itself if the run dies without
+    stopping it."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "warmkernel", "mcp", "--idle-stop", f"{IDLE_STOP_S:g}", *flags],
+        cwd=workspace,
+        env=daemons.env(),
+    )
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> str:
@@ -114,16 +202,18 @@ async def call(client: Client, tool: str, **arguments: Any) -> str:
 
 
 async def run_cell(client: Client, code: str) -> int:
-    """Run a cell to its end; return its execution number."""
+    """Run a cell to its end; return its execution number. A note may come first (a new daemon
+    in a workspace with journaled records says that its kernel is new)."""
     text = await call(client, "run_python", freeform=code)
-    match = re.match(r"In \[(\d+)\] · (?!running)", text)
+    match = re.search(r"^In \[(\d+)\] · (?!running)", text, re.MULTILINE)
     if match is None:
         raise RuntimeError(f"the cell did not finish: {text[:200]}")
     return int(match.group(1))
 
 
 def server_process(kernel_pid: int) -> psutil.Process:
-    """The warmkernel server is the parent of its kernel."""
+    """The process that owns the kernel and the records, the parent of the kernel: the daemon
+    (or a `--ephemeral` server)."""
     parent = psutil.Process(kernel_pid).parent()
     if parent is None:
         raise RuntimeError(f"the kernel {kernel_pid} has no parent process")
@@ -251,7 +341,7 @@ def flood_row(lines: str, repetitions: int, wk_time: float, raw_time: float) -> 
 
 
 async def flood(wk: Client, raw: AsyncKernelClient, counts: Counts) -> Flood:
-    """The many-lines cell on both, alternating, with the server's RSS around each warmkernel run."""
+    """The many-lines cell on both, alternating, with the daemon's RSS around each warmkernel run."""
     server = server_process(await kernel_pid(wk))
     wk_times: list[float] = []
     raw_times: list[float] = []
@@ -272,7 +362,7 @@ async def flood(wk: Client, raw: AsyncKernelClient, counts: Counts) -> Flood:
     rows = [
         flood_row(n, reps, wk_time, raw_time),
         Row(
-            f"server RSS growth per {n}-line cell, median of {reps} (raw: size of the text)",
+            f"daemon RSS growth per {n}-line cell, median of {reps} (raw: size of the text)",
             f"+{statistics.median(growth):.1f} MB",
             f"{text_bytes / MB:.1f} MB",
             f"{statistics.median(growth) * MB / text_bytes:.2f}x the text",
@@ -312,12 +402,24 @@ async def reads_and_search(wk: Client, execution: int, counts: Counts) -> list[R
     return rows
 
 
-async def wk_startup(workspace: Path) -> float:
-    """Launch a server and run `1`; the time until the reply (closing it is not counted)."""
+async def first_reply(workspace: Path, daemons: PrivateDaemons, *flags: str) -> float:
+    """Launch a host's `warmkernel mcp`, initialize and run `1`; the time until the reply (closing
+    it is not counted)."""
     start = time.perf_counter()
-    async with Client(server_parameters(workspace)) as client:
+    async with Client(server_parameters(workspace, daemons, *flags)) as client:
         await run_cell(client, "1")
         return time.perf_counter() - start
+
+
+async def wk_startup(workspace: Path, daemons: PrivateDaemons) -> float:
+    """`first_reply` with no live daemon, so it includes the daemon's start; the daemon is stopped
+    afterwards (not counted), so the next run starts one too."""
+    if daemons.live():
+        raise RuntimeError("a daemon is live: this start would not include the daemon's")
+    try:
+        return await first_reply(workspace, daemons)
+    finally:
+        daemons.stop_all()
 
 
 async def raw_startup(workspace: Path) -> float:
@@ -327,15 +429,16 @@ async def raw_startup(workspace: Path) -> float:
         return time.perf_counter() - start
 
 
-async def startup(workspace: Path, counts: Counts) -> list[Row]:
+async def startup(workspace: Path, daemons: PrivateDaemons, counts: Counts) -> list[Row]:
     wk_times: list[float] = []
     raw_times: list[float] = []
+    daemons.stop_all()  # the daemon of the other cases
     for repetition in range(counts.startups):
-        progress(f"startup: repetition {repetition + 1}/{counts.startups}")
-        wk_times.append(await wk_startup(workspace))
+        progress(f"startup with no live daemon: repetition {repetition + 1}/{counts.startups}")
+        wk_times.append(await wk_startup(workspace, daemons))
         raw_times.append(await raw_startup(workspace))
     wk_time, raw_time = statistics.median(wk_times), statistics.median(raw_times)
-    case = f"startup to first reply / kernel ready, median of {counts.startups}"
+    case = f"startup with no live daemon to first reply / kernel ready, median of {counts.startups}"
     return [Row(case, f"{wk_time:.2f} s", f"{raw_time:.2f} s", f"{wk_time / raw_time:.2f}x", "—")]
 
 
@@ -343,20 +446,21 @@ async def startup(workspace: Path, counts: Counts) -> list[Row]:
 
 
 async def benchmark(counts: Counts) -> list[Row]:
-    with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory, private_daemons() as daemons:
         workspace = Path(directory)
         async with AsyncExitStack() as stack:
             load = os.getloadavg()[0]
             progress(f"load average {load:.2f} on {os.cpu_count()} CPUs; other work skews the numbers")
-            progress("starting a warmkernel server and a raw kernel")
-            wk = await stack.enter_async_context(Client(server_parameters(workspace)))
+            progress("starting a warmkernel daemon (through its relay) and a raw kernel")
+            wk = await stack.enter_async_context(Client(server_parameters(workspace, daemons)))
             raw = await stack.enter_async_context(raw_kernel(workspace))
-            await run_cell(wk, "pass")  # the server's kernel starts in the background
+            await run_cell(wk, "pass")  # the daemon's kernel starts in the background
             rows = await round_trip(wk, raw, counts)
             outcome = await flood(wk, raw, counts)
             rows += outcome.rows
             rows += await reads_and_search(wk, outcome.execution, counts)
-        return rows + await startup(workspace, counts)
+        with tempfile.TemporaryDirectory(prefix="wk-start-") as fresh:  # no records to take over
+            return rows + await startup(Path(fresh), daemons, counts)
 
 
 def table(rows: list[Row]) -> str:

@@ -41,6 +41,7 @@ from bench_core import (
     kernel_pid,
     ms,
     p95,
+    private_daemons,
     progress,
     raw_execute,
     raw_kernel,
@@ -291,12 +292,12 @@ async def one_message(
 
 
 async def benchmark(counts: Counts) -> list[Row]:
-    with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory, private_daemons() as daemons:
         workspace = Path(directory)
         async with AsyncExitStack() as stack:
             load = os.getloadavg()[0]
             progress(f"load average {load:.2f} on {os.cpu_count()} CPUs; other work skews the numbers")
-            wk = await stack.enter_async_context(Client(server_parameters(workspace)))
+            wk = await stack.enter_async_context(Client(server_parameters(workspace, daemons)))
             raw = await stack.enter_async_context(raw_kernel(workspace))
             await call(wk, "run_python", freeform="pass")  # the server's kernel starts in the background
             await raw_execute(raw, "pass")

@@ -1,0 +1,362 @@
+"""Daemon benchmarks: what the relay, a daemon's start and the CLI verbs cost a host or a shell.
+
+`warmkernel mcp` is a relay to the workspace's daemon (started if there is none); CLI verbs are
+short MCP sessions on the daemon's socket. Measured in one run, with private daemon directories
+(`bench_core.PrivateDaemons`) and every daemon stopped at the end:
+
+1. Round trip of a trivial cell (`run_python("pass")`, MCP SDK stdio client) through the relay
+   to a live daemon, through `warmkernel mcp --ephemeral` (a process that owns its kernel: no
+   relay) and on a raw kernel (execute_request until reply and idle), alternating the three.
+2. The relay's RSS once connected and idle, beside the daemon's and an `--ephemeral` server's.
+3. Host start to first reply with a live daemon: launch `warmkernel mcp`, initialize, reply to
+   `run_python("1")`.
+4. CLI verbs against the live daemon, as subprocesses: `status` and `read --lines=-10:`, wall
+   time and peak RSS (GNU time's `%M`), beside `python -c pass` and the verbs' imports alone.
+5. Host start to first reply with no live daemon (the relay starts one; it is stopped between
+   runs), beside raw `start_kernel()` plus `wait_for_ready()`.
+
+The Markdown table goes to stdout; progress and the load average go to stderr. `--quick` runs
+fewer repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import psutil
+from bench_core import (
+    MB,
+    WARM_UP,
+    PrivateDaemons,
+    Row,
+    first_reply,
+    kernel_pid,
+    ms,
+    p95,
+    private_daemons,
+    progress,
+    raw_execute,
+    raw_kernel,
+    raw_startup,
+    run_cell,
+    server_parameters,
+    server_process,
+    signed_ms,
+    table,
+    timed,
+    verdict,
+    wk_startup,
+)
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from mcp import Client
+
+ROUND_TRIP_EXTRA_S = 0.001
+LIVE_START_S = 0.3
+DAEMON_START_EXTRA_S = 0.3
+VERB_S = 0.150
+VERB_MB = 40.0
+RELAY_MB = 15.0
+
+
+@dataclass(frozen=True)
+class Counts:
+    round_trips: int
+    starts: int
+    verb_runs: int
+
+
+FULL = Counts(round_trips=200, starts=5, verb_runs=20)
+QUICK = Counts(round_trips=50, starts=2, verb_runs=5)
+
+
+def seconds(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def megabytes(value: float) -> str:
+    return f"{value:.1f} MB"
+
+
+# -- 1. round trips ------------------------------------------------------------------------------
+
+
+async def round_trips(relay: Client, ephemeral: Client, raw: AsyncKernelClient, counts: Counts) -> list[Row]:
+    """Trivial cells on the three, in turn, so that drift and background load hit them alike."""
+    progress(f"round trip: {WARM_UP} warm-up + {counts.round_trips} cells on each of relay, --ephemeral, raw")
+    samples: dict[str, list[float]] = {"relay": [], "ephemeral": [], "raw": []}
+    for index in range(WARM_UP + counts.round_trips):
+        times = {
+            "relay": await timed(lambda: run_cell(relay, "pass")),
+            "ephemeral": await timed(lambda: run_cell(ephemeral, "pass")),
+            "raw": await timed(lambda: raw_execute(raw, "pass")),
+        }
+        if index >= WARM_UP:
+            for side, value in times.items():
+                samples[side].append(value)
+    median = {side: statistics.median(values) for side, values in samples.items()}
+    tail = {side: p95(values) for side, values in samples.items()}
+    n = counts.round_trips
+    over = median["relay"] - median["raw"]
+    return [
+        Row(
+            f"trivial cell round trip through the relay (live daemon), median of {n}",
+            ms(median["relay"]),
+            ms(median["raw"]),
+            signed_ms(over),
+            f"≤ raw + 1 ms: {verdict(over <= ROUND_TRIP_EXTRA_S)}",
+        ),
+        Row(
+            f"trivial cell round trip through the relay, p95 of {n}",
+            ms(tail["relay"]),
+            ms(tail["raw"]),
+            signed_ms(tail["relay"] - tail["raw"]),
+            "—",
+        ),
+        Row(
+            f"trivial cell round trip through `mcp --ephemeral` (no relay), median of {n}",
+            ms(median["ephemeral"]),
+            ms(median["raw"]),
+            signed_ms(median["ephemeral"] - median["raw"]),
+            "—",
+        ),
+        Row(
+            f"trivial cell round trip through `mcp --ephemeral`, p95 of {n}",
+            ms(tail["ephemeral"]),
+            ms(tail["raw"]),
+            signed_ms(tail["ephemeral"] - tail["raw"]),
+            "—",
+        ),
+        Row(
+            "the relay's own cost: relay median minus --ephemeral median",
+            signed_ms(median["relay"] - median["ephemeral"]),
+            "—",
+            "—",
+            "—",
+        ),
+    ]
+
+
+# -- 2. memory -----------------------------------------------------------------------------------
+
+
+def our_server(ephemeral: bool) -> psutil.Process:
+    """The `warmkernel mcp` process this benchmark launched (the SDK runs the command itself, so
+    it is our child): the relay, or the `--ephemeral` server."""
+    for child in psutil.Process().children():
+        argv = child.cmdline()
+        if "mcp" in argv and ("--ephemeral" in argv) == ephemeral:
+            return child
+    raise RuntimeError(f"no {'--ephemeral server' if ephemeral else 'relay'} among our children")
+
+
+def memory_row(case: str, process: psutil.Process, target_mb: float | None) -> Row:
+    """RSS (what the target is about), with USS beside it: what the process alone holds, without
+    the pages of shared libraries it maps."""
+    info = process.memory_full_info()
+    target = f"≤ {target_mb:g} MB: {verdict(info.rss / MB <= target_mb)}" if target_mb is not None else "—"
+    return Row(case, megabytes(info.rss / MB), "—", f"USS {megabytes(info.uss / MB)}", target)
+
+
+async def memory(relay: Client, ephemeral: Client) -> list[Row]:
+    progress("RSS of the relay, the daemon and the --ephemeral server")
+    for _ in range(3):  # a few calls, then idle
+        await run_cell(relay, "pass")
+    await anyio.sleep(0.5)
+    daemon = server_process(await kernel_pid(relay))
+    return [
+        memory_row("relay (`warmkernel mcp`) RSS, connected and idle", our_server(ephemeral=False), RELAY_MB),
+        memory_row("daemon RSS, for scale (its kernel not counted)", daemon, None),
+        memory_row("`mcp --ephemeral` RSS, for scale (kernel not counted)", our_server(ephemeral=True), None),
+    ]
+
+
+# -- 3. host start with a live daemon ------------------------------------------------------------
+
+
+async def live_starts(workspace: Path, daemons: PrivateDaemons, counts: Counts) -> list[Row]:
+    progress(f"host start with a live daemon: {counts.starts} runs")
+    if not daemons.live():
+        raise RuntimeError("no live daemon: this start would include the daemon's")
+    times = [await first_reply(workspace, daemons) for _ in range(counts.starts)]
+    median = statistics.median(times)
+    return [
+        Row(
+            f"host start to first reply, live daemon, median of {counts.starts}",
+            seconds(median),
+            "—",
+            f"max {seconds(max(times))}",
+            f"≤ {LIVE_START_S:g} s: {verdict(median <= LIVE_START_S)}",
+        )
+    ]
+
+
+# -- 4. CLI verbs --------------------------------------------------------------------------------
+
+
+GNU_TIME = Path("/usr/bin/time")
+
+
+def wall_time(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+    """A command's wall time from spawn to exit; it must succeed."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stdout[-2000:]!r}")
+    return elapsed
+
+
+def peak_rss_mb(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+    """A command's peak RSS, from GNU time's `%M` (kB), in a run of its own.
+
+    Not `ru_maxrss` of our own child: Linux carries the high-water mark across `exec`, so a child
+    spawned by this ~80 MB process reports at least that. GNU time is a small process.
+    """
+    with tempfile.NamedTemporaryFile("r") as report:
+        wall_time([str(GNU_TIME), "-f", "%M", "-o", report.name, *argv], cwd, env)
+        return int(report.read().split()[-1]) / 1024
+
+
+def verbs(workspace: Path, daemons: PrivateDaemons, counts: Counts) -> list[Row]:
+    """The two verbs, and what any Python command costs, in turn, `verb_runs` times each; peak RSS
+    from separate runs under GNU time, so that its own start is not in the wall times."""
+    progress(f"CLI verbs against the live daemon: {counts.verb_runs} runs of each command, in turn")
+    if not GNU_TIME.exists():
+        raise RuntimeError(f"{GNU_TIME} (GNU time) measures the peak RSS of the verbs; install it")
+    env = {**os.environ, **daemons.env()}
+    python = sys.executable
+    commands = {
+        "status": [python, "-m", "warmkernel", "status"],
+        "read": [python, "-m", "warmkernel", "read", "--lines=-10:"],
+        "floor": [python, "-c", "pass"],
+        "imports": [python, "-c", "import warmkernel.cli"],
+    }
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(counts.verb_runs):
+        for name, argv in commands.items():
+            walls[name].append(wall_time(argv, workspace, env))
+            peaks[name].append(peak_rss_mb(argv, workspace, env))
+    wall = {name: statistics.median(values) for name, values in walls.items()}
+    peak = {name: max(values) for name, values in peaks.items()}
+    n = counts.verb_runs
+
+    def verb_rows(name: str, label: str) -> list[Row]:
+        return [
+            Row(
+                f"`{label}` against a live daemon, wall time, median of {n}",
+                ms(wall[name]),
+                "—",
+                f"`python -c pass` {signed_ms(wall[name] - wall['floor'])}",
+                f"≤ {VERB_S * 1000:g} ms: {verdict(wall[name] <= VERB_S)}",
+            ),
+            Row(
+                f"`{label}` peak RSS (GNU time), largest of {n}",
+                megabytes(peak[name]),
+                "—",
+                f"`python -c pass` {peak[name] - peak['floor']:+.1f} MB",
+                f"≤ {VERB_MB:g} MB: {verdict(peak[name] <= VERB_MB)}",
+            ),
+        ]
+
+    return [
+        *verb_rows("status", "warmkernel status"),
+        *verb_rows("read", "warmkernel read --lines=-10:"),
+        Row(
+            f"`python -c pass` (the interpreter's start), median of {n}; peak RSS",
+            ms(wall["floor"]),
+            "—",
+            megabytes(peak["floor"]),
+            "—",
+        ),
+        Row(
+            f"`python -c 'import warmkernel.cli'` (a verb's imports, no daemon), median of {n}; peak RSS",
+            ms(wall["imports"]),
+            "—",
+            f"`python -c pass` {signed_ms(wall['imports'] - wall['floor'])}; {megabytes(peak['imports'])}",
+            "—",
+        ),
+    ]
+
+
+# -- 5. host start with no live daemon -----------------------------------------------------------
+
+
+async def cold_starts(workspace: Path, daemons: PrivateDaemons, counts: Counts) -> list[Row]:
+    """Alternating with raw starts; the daemon is stopped after each run (not counted)."""
+    daemons.stop_all()
+    wk_times: list[float] = []
+    raw_times: list[float] = []
+    for run in range(counts.starts):
+        progress(f"host start with no live daemon: run {run + 1}/{counts.starts}")
+        wk_times.append(await wk_startup(workspace, daemons))
+        raw_times.append(await raw_startup(workspace))
+    wk, raw = statistics.median(wk_times), statistics.median(raw_times)
+    return [
+        Row(
+            f"host start to first reply, no live daemon (it starts), median of {counts.starts} "
+            "(raw: start_kernel + wait_for_ready)",
+            seconds(wk),
+            seconds(raw),
+            f"{(wk - raw) * 1000:+.0f} ms",
+            f"≤ raw + {DAEMON_START_EXTRA_S:g} s: {verdict(wk - raw <= DAEMON_START_EXTRA_S)}",
+        )
+    ]
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+async def benchmark(counts: Counts) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory, private_daemons() as daemons:
+        workspace = Path(directory)
+        load = os.getloadavg()[0]
+        progress(f"load average {load:.2f} on {os.cpu_count()} CPUs; other work skews the numbers")
+        async with AsyncExitStack() as stack:
+            progress("starting a daemon (through a relay), an --ephemeral server and a raw kernel")
+            relay = await stack.enter_async_context(Client(server_parameters(workspace, daemons)))
+            ephemeral = await stack.enter_async_context(
+                Client(server_parameters(workspace, daemons, "--ephemeral"))
+            )
+            raw = await stack.enter_async_context(raw_kernel(workspace))
+            await run_cell(relay, "pass")  # the kernels start in the background
+            await run_cell(ephemeral, "pass")
+            rows = await round_trips(relay, ephemeral, raw, counts)
+            rows += await memory(relay, ephemeral)
+        # Only the daemon's clients are closed: it lives on, as it does between conversations.
+        rows += await live_starts(workspace, daemons, counts)
+        await run_cell_once(workspace, daemons, "for i in range(100): print(i)")  # something to read
+        rows += verbs(workspace, daemons, counts)
+        with tempfile.TemporaryDirectory(prefix="wk-start-") as fresh:  # no records to take over
+            rows += await cold_starts(Path(fresh), daemons, counts)
+        progress(f"load average {os.getloadavg()[0]:.2f} at the end")
+        return rows
+
+
+async def run_cell_once(workspace: Path, daemons: PrivateDaemons, code: str) -> None:
+    """One cell through a short host session on the live daemon."""
+    async with Client(server_parameters(workspace, daemons)) as client:
+        await run_cell(client, code)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="warmkernel daemon, relay and CLI benchmarks")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions: about 20 s")
+    counts = QUICK if parser.parse_args().quick else FULL
+    print(table(anyio.run(benchmark, counts, backend="asyncio")))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -176,7 +176,7 @@ def test_runaway_regex_gives_up_with_a_hint() -> None:
     with pytest.raises(WarmkernelError) as caught:
         run(["ok", RUNAWAY_LINE, "ok"], RUNAWAY, mode="regex", timeout_s=POSITION_BUDGET_S)
     assert caught.value.code == "invalid_query"
-    assert f"gave up after {POSITION_BUDGET_S} s at line 2" in caught.value.message
+    assert f"gave up after {POSITION_BUDGET_S:g} s at line 2" in caught.value.message
     assert 'use query_mode="literal"' in caught.value.message
 
 

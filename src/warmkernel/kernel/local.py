@@ -26,10 +26,16 @@ class LocalKernel(Kernel):
     """A kernel process started by this server, with its router and exit watcher."""
 
     def __init__(
-        self, generation: Generation, pid: int, channel: KernelChannel, log_file: Path, connection_file: Path
+        self,
+        generation: Generation,
+        process: anyio.abc.Process,
+        channel: KernelChannel,
+        log_file: Path,
+        connection_file: Path,
     ) -> None:
         super().__init__(generation, channel)
-        self.pid = pid
+        self._process = process
+        self.pid = process.pid
         self.connection_file = connection_file
         self.log_file = log_file
         self.returncode: int | None = None
@@ -64,8 +70,8 @@ class LocalKernel(Kernel):
             except OSError as exc:
                 raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
         channel = KernelChannel(ZmqTransport(spec.connection_info))
-        kernel = cls(generation, process.pid, channel, spec.log_file, spec.connection_file)
-        await tg.start(kernel._supervise, process)
+        kernel = cls(generation, process, channel, spec.log_file, spec.connection_file)
+        await tg.start(kernel._supervise)
         try:
             await kernel._handshake()
         except BaseException:
@@ -76,10 +82,7 @@ class LocalKernel(Kernel):
         return kernel
 
     async def _supervise(
-        self,
-        process: anyio.abc.Process,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         # The router outlives the process on purpose: IOPub messages sent just before a
         # death are still in our socket and are read until `stop()`.
@@ -87,12 +90,12 @@ class LocalKernel(Kernel):
             async with anyio.create_task_group() as tg:
                 await tg.start(self.channel.run)
                 task_status.started()
-                self.returncode = await process.wait()
+                self.returncode = await self._process.wait()
                 self.exited.set()
         if not self.exited.is_set():
             # Stopped while the process still ran: reap it so it does not linger as a zombie.
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                self.returncode = await process.wait()
+                self.returncode = await self._process.wait()
             self.exited.set()
 
     def place(self) -> KernelPlace:
@@ -125,8 +128,10 @@ class LocalKernel(Kernel):
         """Kill the kernel and every process it started, then stop routing."""
         self.killed_on_purpose = True
         await anyio.to_thread.run_sync(kill_process_tree, self.pid)
+        # Reaped here, not by waiting for the supervisor: a shutdown may have cancelled it already.
         with anyio.move_on_after(5):
-            await self.exited.wait()
+            self.returncode = await self._process.wait()
+        self.exited.set()
         self.stop()
 
 

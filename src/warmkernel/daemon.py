@@ -9,6 +9,7 @@ itself once it has had no client and no running cell for its `idle_stop` time.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
@@ -17,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -25,12 +26,14 @@ from warmkernel import __version__
 from warmkernel.config import Settings
 from warmkernel.discovery import Descriptor, new_daemon_id, remove_descriptor, write_descriptor
 from warmkernel.errors import WarmkernelError
-from warmkernel.http_transport import Endpoint, bind, check_bind, serve_http
 from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
 from warmkernel.session import Session
-from warmkernel.socket_face import Hello, SocketFace
 from warmkernel.workspace import Workspace
+
+if TYPE_CHECKING:
+    from warmkernel.http_transport import Endpoint
+    from warmkernel.socket_face import Hello, SocketFace
 
 SOCKET_NAME = "mcp.sock"
 
@@ -78,8 +81,10 @@ async def _serve(
     async with (
         _ide_server(options, workspace, settings.python) as jupyter,
         Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
-        await anyio.create_unix_listener(socket_dir / SOCKET_NAME) as listener,
     ):
+        # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
+        socket_face = await anyio.to_thread.run_sync(importlib.import_module, "warmkernel.socket_face")
+        listener = await anyio.create_unix_listener(socket_dir / SOCKET_NAME)
         descriptor = Descriptor(
             id=new_daemon_id(),
             pid=os.getpid(),
@@ -94,13 +99,13 @@ async def _serve(
         )
         daemon = _Daemon(session, descriptor, write_descriptor(descriptor))
         session.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
-        face = SocketFace(session, daemon.status, daemon.serve_public)
+        face: SocketFace = socket_face.SocketFace(session, daemon.status, daemon.serve_public)
         daemon.face = face
         try:
             if options.ready_fd is not None:
                 os.write(options.ready_fd, f"{descriptor.id}\n".encode())
                 os.close(options.ready_fd)
-            async with anyio.create_task_group() as tg:
+            async with listener, anyio.create_task_group() as tg:
                 tg.start_soon(face.listen, listener)
                 await daemon.until_idle(options.idle_stop_s)
                 tg.cancel_scope.cancel()
@@ -167,6 +172,8 @@ class _Daemon:
         self, hello: Hello, answer: Callable[[Mapping[str, Any]], Awaitable[None]], closed: Awaitable[None]
     ) -> None:
         """`warmkernel serve`: the tools on a public Streamable HTTP endpoint until its connection closes."""
+        from warmkernel.http_transport import bind, serve_http  # uvicorn: only for `serve`
+
         try:
             endpoint = _public_endpoint(hello.serve)
             sock = bind(endpoint.host, endpoint.port)
@@ -184,6 +191,8 @@ class _Daemon:
 
 def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
     """The endpoint a `serve` hello names; refused beyond loopback without allowed Host names."""
+    from warmkernel.http_transport import Endpoint, check_bind
+
     try:
         allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
         endpoint = Endpoint(

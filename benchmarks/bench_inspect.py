@@ -83,7 +83,9 @@ async def measure(client: Client, repetitions: int, case: str, tool: str, **argu
 async def benchmark(repetitions: int) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="wk-bench-") as directory:
         parameters = StdioServerParameters(
-            command=sys.executable, args=["-m", "warmkernel", "mcp", "--wait", "120"], cwd=Path(directory)
+            command=sys.executable,
+            args=["-m", "warmkernel", "mcp", "--ephemeral", "--wait", "120"],
+            cwd=Path(directory),
         )
         progress(
             f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; other work skews the numbers"

@@ -87,7 +87,7 @@ async def median(action: Callable[[], Awaitable[object]], repeats: int = REPEATS
 def server(workspace: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "warmkernel", "mcp", "--result-mode", "structured"],
+        args=["-m", "warmkernel", "mcp", "--ephemeral", "--result-mode", "structured"],
         cwd=workspace,
         env=dict(os.environ),  # as launched from this shell (the SDK's default drops PYTHONPATH)
     )

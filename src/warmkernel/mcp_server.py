@@ -341,7 +341,7 @@ def build_server(
                     name=tool.name,
                     description=tool.describe(default_wait(settings)),
                     input_schema=tool.input_schema(),
-                    output_schema={"type": "object"} if structured else None,
+                    output_schema=tool.output_schema() if structured else None,
                     annotations=_annotations(tool.annotations),
                 )
                 for tool in TOOLS

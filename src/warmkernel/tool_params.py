@@ -13,9 +13,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from warmkernel.errors import ErrorCode, WarmkernelError
+
+JsonType = Literal["string", "integer", "number", "boolean", "array", "object"]
 
 REQUIRED: Any = object()
 """The default of a parameter the caller must give."""
@@ -288,6 +290,17 @@ class Tool:
     params: tuple[Param, ...]
     annotations: Annotations
     verbs: tuple[Verb, ...]
+    output: Mapping[str, JsonType] = field(default_factory=dict)
+    """The fields of its structured result and their JSON types. A field may be absent or null
+    where the reply's state has no such fact (a running cell has no output yet)."""
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of the structured result (also every reply's one-time `notice`)."""
+        fields = {**self.output, "notice": "string"}
+        return {
+            "type": "object",
+            "properties": {name: {"type": [kind, "null"]} for name, kind in fields.items()},
+        }
 
     def describe(self, wait: str) -> str:
         """The description, saying the default wait as `wait`."""

@@ -16,6 +16,7 @@ from warmkernel.tool_params import (
     Choice,
     Flag,
     Integer,
+    JsonType,
     Param,
     Seconds,
     Spelling,
@@ -54,6 +55,30 @@ MAX_CHARS = Param(
     Spelling(("--max-chars",), "K"),
 )
 
+RECORD_FACTS: dict[str, JsonType] = {
+    "execution": "integer",
+    "state": "string",
+    "elapsed_s": "number",
+    "generation": "integer",
+    "error": "object",
+    "end_reason": "string",
+    "lines": "integer",
+}
+EXECUTION_REPLY: dict[str, JsonType] = {
+    **RECORD_FACTS,
+    "output": "string",
+    "omitted_lines": "array",
+    "images": "array",
+    "images_not_shown": "array",
+    "waited_s": "number",
+    "returned_because": "string",
+    "last_lines": "array",
+    "prompt": "string",
+    "password": "boolean",
+    "joined": "object",
+}
+"""A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
+
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "run_python",
@@ -71,6 +96,7 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel run -f analysis.py --timeout 60   run a file as one cell, wait up to 60 s",
             ),
         ),
+        output=EXECUTION_REPLY,
     ),
     Tool(
         "python_status",
@@ -85,6 +111,23 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel status                      is a cell running, and in which kernel",
             ),
         ),
+        output={
+            "workspace": "string",
+            "workspace_resolution": "string",
+            "interpreter": "string",
+            "kernel_state": "string",
+            "kernel_pid": "integer",
+            "connection_file": "string",
+            "kernel_server_url": "string",
+            "kernel_id": "string",
+            "kernel_cwd": "string",
+            "generation": "integer",
+            "spare_kernels_ready": "integer",
+            "busy": "boolean",
+            "running_execution": "integer",
+            "latest_execution": "integer",
+            "joined": "object",
+        },
     ),
     Tool(
         "python_execution_status",
@@ -98,6 +141,15 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel state 3                     how execution 3 ended, and how long its output is",
             ),
         ),
+        output={
+            **RECORD_FACTS,
+            "started_at": "string",
+            "ended_at": "string",
+            "line_counts": "object",
+            "patch_literals": "integer",
+            "output_dropped": "boolean",
+            "images_not_kept": "integer",
+        },
     ),
     Tool(
         "read_python_output",
@@ -130,6 +182,18 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel read --stream images        the images of the latest execution",
             ),
         ),
+        output={
+            "execution": "integer",
+            "stream": "string",
+            "state": "string",
+            "total_lines": "integer",
+            "first_line": "integer",
+            "last_line": "integer",
+            "text": "string",
+            "total_images": "integer",
+            "images": "array",
+            "images_not_kept": "integer",
+        },
     ),
     Tool(
         "search_python_output",
@@ -185,6 +249,15 @@ TOOLS: tuple[Tool, ...] = (
                 'warmkernel search "Traceback" -A 5     the latest execution, 5 lines after each match',
             ),
         ),
+        output={
+            "execution": "integer",
+            "stream": "string",
+            "query": "string",
+            "mode": "string",
+            "matches_total": "integer",
+            "matches_shown": "integer",
+            "groups": "array",
+        },
     ),
     Tool(
         "wait_python",
@@ -222,6 +295,7 @@ TOOLS: tuple[Tool, ...] = (
                 fixed={"timeout_seconds": 0, "silence_seconds": None},
             ),
         ),
+        output=EXECUTION_REPLY,
     ),
     Tool(
         "send_python_input",
@@ -239,6 +313,7 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel input Ada                   answer the running cell's input() prompt",
             ),
         ),
+        output=EXECUTION_REPLY,
     ),
     Tool(
         "interrupt_python",
@@ -253,6 +328,7 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel interrupt                   KeyboardInterrupt in the running cell",
             ),
         ),
+        output={"status": "string", "execution": "integer"},
     ),
     Tool(
         "reset_python",
@@ -267,6 +343,7 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel reset                       a fresh kernel; the records stay readable",
             ),
         ),
+        output={"generation": "integer", "killed_execution": "integer"},
     ),
     Tool(
         "list_python_executions",
@@ -288,6 +365,7 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel history --limit 5           the last five executions",
             ),
         ),
+        output={"executions": "array", "total": "integer"},
     ),
     Tool(
         "list_python_variables",
@@ -303,6 +381,12 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel vars --modules              every variable, imported modules too",
             ),
         ),
+        output={
+            "variables": "array",
+            "total": "integer",
+            "modules_hidden": "integer",
+            "summary_status": "string",
+        },
     ),
     Tool(
         "inspect_python_variable",
@@ -328,6 +412,15 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel inspect df.columns          a typed summary of df.columns",
             ),
         ),
+        # Beside these, a summary carries the facts of its kind (shape, dtypes, sample, ...).
+        output={
+            "name": "string",
+            "type": "string",
+            "size_bytes": "integer",
+            "summary_status": "string",
+            "kind": "string",
+            "execution": "integer",
+        },
     ),
     Tool(
         "notebook_status",
@@ -345,6 +438,13 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel nb status analysis.ipynb    which notebook cells are stale, and why",
             ),
         ),
+        output={
+            "notebook": "string",
+            "cells": "array",
+            "plan": "array",
+            "facts_current": "boolean",
+            "outputs_not_saved": "object",
+        },
     ),
     Tool(
         "run_notebook_cells",
@@ -387,6 +487,14 @@ TOOLS: tuple[Tool, ...] = (
                 defaults={"timeout_seconds": 120.0},
             ),
         ),
+        output={
+            "notebook": "string",
+            "state": "string",
+            "cells": "array",
+            "not_run": "array",
+            "failure": "object",
+            "status": "object",
+        },
     ),
     Tool(
         "watch_notebook_file",
@@ -415,6 +523,13 @@ TOOLS: tuple[Tool, ...] = (
                 "warmkernel nb watch analysis.ipynb data.bin --cell load   cell load reads data.bin",
             ),
         ),
+        output={
+            "notebook": "string",
+            "cell": "string",
+            "file": "string",
+            "state": "string",
+            "reasons": "array",
+        },
     ),
 )
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import nbformat
 import pytest
 from mcp import Client
 
@@ -114,3 +117,40 @@ async def test_structured_mode_gives_an_errors_code_and_message_as_data(fresh_cl
     code, message = text_of(result).split(": ", 1)
     assert result.structured_content == {"error": {"code": "invalid_limit", "message": message}}
     assert code == "invalid_limit"
+
+
+async def test_each_structured_result_has_only_the_fields_its_tool_declares(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("a = 1")])))
+    (tmp_path / "data.txt").write_text("x")
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("run_python", {"freeform": "x = 1\nprint('hi')"}),
+        ("run_python", {"freeform": "# warmkernel: --wait 0.1\nimport time; time.sleep(1)"}),
+        ("wait_python", {"timeout_seconds": 30}),
+        ("python_status", {}),
+        ("python_execution_status", {}),
+        ("read_python_output", {}),
+        ("read_python_output", {"stream": "images"}),
+        ("search_python_output", {"query": "hi", "execution": 1}),
+        ("list_python_executions", {}),
+        ("list_python_variables", {}),
+        ("inspect_python_variable", {"name": "x"}),
+        ("notebook_status", {"path": "n.ipynb"}),
+        ("run_notebook_cells", {"path": "n.ipynb"}),
+        ("watch_notebook_file", {"path": "n.ipynb", "file": "data.txt", "cell": 0}),
+        ("interrupt_python", {}),
+        ("reset_python", {}),
+    ]
+    async with fresh_client(result_mode="structured") as client:
+        schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+        for name, arguments in calls:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, text_of(result)
+            declared = set((schemas[name] or {})["properties"])
+            fields = set(result.structured_content or {})
+            if name == "inspect_python_variable":  # a summary adds the facts of its kind
+                assert {"name", "type", "kind", "summary_status"} <= fields
+            else:
+                assert fields <= declared, name

@@ -21,6 +21,7 @@ RUNAWAY_LINE = "a" * 40 + "b"
 # Time for a search that meets the runaway line: half of it goes to searching its block whole,
 # the rest to searching line by line to name it; ample, so a loaded machine still gets there.
 POSITION_BUDGET_S = 2.0
+TRIES = 3
 
 
 def blocks_of(texts: list[str], size: int) -> Iterator[TextBlock]:
@@ -172,12 +173,19 @@ def test_invalid_search_arguments_are_refused(
     assert words in caught.value.message
 
 
-def test_runaway_regex_gives_up_with_a_hint() -> None:
+def _runaway_message() -> str:
     with pytest.raises(WarmkernelError) as caught:
         run(["ok", RUNAWAY_LINE, "ok"], RUNAWAY, mode="regex", timeout_s=POSITION_BUDGET_S)
     assert caught.value.code == "invalid_query"
-    assert f"gave up after {POSITION_BUDGET_S:g} s at line 2" in caught.value.message
     assert 'use query_mode="literal"' in caught.value.message
+    return caught.value.message
+
+
+def test_runaway_regex_gives_up_with_a_hint() -> None:
+    # A starved machine can overrun the block search's half of the budget, leaving none to name
+    # the line: the line is named in one of a few tries.
+    named = f"gave up after {POSITION_BUDGET_S:g} s at line 2"
+    assert any(named in _runaway_message() for _ in range(TRIES))
 
 
 # A million lines: far more than 10 ms of searching, though no single line is slow.
@@ -214,7 +222,7 @@ def test_counting_past_the_cap_stops_when_the_budget_runs_out(
     assert marked(result)[0][0] == "M 1"
 
 
-def test_trailing_context_seen_before_the_budget_ran_out_is_kept() -> None:
+def _trailing_context() -> list[list[str]]:
     result = run(
         ["x", "y", RUNAWAY_LINE, "z"],
         f"^x$|{RUNAWAY}",
@@ -223,8 +231,13 @@ def test_trailing_context_seen_before_the_budget_ran_out_is_kept() -> None:
         max_matches=1,
         timeout_s=POSITION_BUDGET_S,
     )
-    assert marked(result) == [["M 1", "C 2"]]
     assert result.matches_total is None
+    return marked(result)
+
+
+def test_trailing_context_seen_before_the_budget_ran_out_is_kept() -> None:
+    # As above: on a starved machine the context is kept in one of a few tries.
+    assert any(_trailing_context() == [["M 1", "C 2"]] for _ in range(TRIES))
 
 
 @pytest.mark.parametrize(

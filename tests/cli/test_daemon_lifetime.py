@@ -97,6 +97,46 @@ def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: 
     assert cli("run", "kept").stdout.splitlines()[-1] == "Out[2]: 'yes'"
 
 
+def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "mcp"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as relay:
+        assert relay.stdin is not None and relay.stdout is not None
+
+        def send(message: dict[str, Any]) -> None:
+            assert relay.stdin is not None
+            relay.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            relay.stdin.flush()
+
+        def answer(number: int) -> dict[str, Any]:
+            assert relay.stdout is not None
+            while (message := json.loads(relay.stdout.readline())).get("id") != number:
+                assert message.get("id") is None, f"an answer to a request that was cancelled: {message}"
+            return message
+
+        send({"id": 1, "method": "initialize", "params": _initialize()})
+        answer(1)
+        send({"method": "notifications/initialized"})
+        slow = "# warmkernel: --wait 60\nimport time\ntime.sleep(3)\nprint('ran on')"
+        send({"id": 2, "method": "tools/call", "params": _run(slow)})
+        for number in range(3, 100):  # until the cell runs (the call that sent it waits on)
+            send({"id": number, "method": "tools/call", "params": _status()})
+            if answer(number)["result"]["content"][0]["text"].startswith("execution 1: running"):
+                break
+        send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "the user moved on"}})
+        wait = {"name": "wait_python", "arguments": {"timeout_seconds": 30}}
+        send({"id": 100, "method": "tools/call", "params": wait})
+        assert answer(100)["result"]["content"][0]["text"].endswith("ran on")
+        send({"id": 101, "method": "tools/call", "params": _status()})
+        answer(101)  # an answer to the cancelled call, had one been sent, would have come by now
+        relay.stdin.close()
+
+
 def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> None:
     assert cli("run", "print('before')").returncode == 0
     assert cli("run", "import time; time.sleep(60)", "--timeout", "0.5").returncode == 3
@@ -270,6 +310,10 @@ def _initialize() -> dict[str, Any]:
         "capabilities": {},
         "clientInfo": {"name": "raw-host", "version": "1"},
     }
+
+
+def _status() -> dict[str, Any]:
+    return {"name": "python_execution_status", "arguments": {}}
 
 
 def _run(code: str) -> dict[str, Any]:

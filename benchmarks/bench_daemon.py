@@ -61,6 +61,8 @@ from bench_core import (
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
+from warmkernel.relay import PUMP
+
 ROUND_TRIP_EXTRA_S = 0.001
 LIVE_START_S = 0.3
 DAEMON_START_EXTRA_S = 0.3
@@ -152,10 +154,10 @@ async def round_trips(relay: Client, ephemeral: Client, raw: AsyncKernelClient, 
 
 def our_server(ephemeral: bool) -> psutil.Process:
     """The `warmkernel mcp` process this benchmark launched (the SDK runs the command itself, so
-    it is our child): the relay, or the `--ephemeral` server."""
+    it is our child): the `--ephemeral` server, or the relay, which became its byte pump."""
     for child in psutil.Process().children():
         argv = child.cmdline()
-        if "mcp" in argv and ("--ephemeral" in argv) == ephemeral:
+        if ("--ephemeral" in argv) if ephemeral else (str(PUMP) in argv):
             return child
     raise RuntimeError(f"no {'--ephemeral server' if ephemeral else 'relay'} among our children")
 

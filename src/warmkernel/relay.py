@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from warmkernel.client import open_socket
 from warmkernel.discovery import Descriptor
@@ -23,7 +23,7 @@ from warmkernel.discovery import Descriptor
 PUMP = Path(__file__).with_name("relay_pump.py")
 
 
-def relay(descriptor: Descriptor, options: Mapping[str, Any]) -> None:
+def relay(descriptor: Descriptor, options: Mapping[str, Any]) -> NoReturn:
     """Say hello to the daemon, then become the byte pump on the connected socket (never returns)."""
     sock, _ = open_socket(descriptor, "relay", options=dict(options))
     fd = sock.detach()

@@ -1,6 +1,7 @@
 """The daemon's Unix socket: the one door of every local client (a host's relay, a CLI verb).
 
-A connection opens with a hello, one line of JSON, which the daemon answers with one line:
+A connection opens with a hello, one line of JSON (with the client's version, and in `note` what
+its replies should tell it, e.g. that the versions differ), which the daemon answers with one line:
   {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status", "options": {...}, "serve": {...},
    "note": TEXT}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
@@ -56,7 +57,6 @@ class Hello:
     """What a client says first."""
 
     client: str
-    version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     serve: dict[str, Any] = field(default_factory=dict)
     note: str = ""
@@ -80,7 +80,6 @@ class Hello:
             )
         return cls(
             data["client"],
-            str(data.get("warmkernel", "")),
             dict(options),
             dict(data.get("serve") or {}),
             str(data.get("note") or ""),

@@ -48,8 +48,7 @@ def mcp(args: argparse.Namespace) -> int:
     from warmkernel.relay import relay
 
     descriptor, _ = workspace_daemon(args)
-    relay(descriptor, reply_options(args))
-    return EXIT_OK
+    relay(descriptor, reply_options(args))  # becomes the byte pump: never returns
 
 
 def serve(args: argparse.Namespace) -> int:

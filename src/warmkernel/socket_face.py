@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +31,6 @@ from warmkernel import __version__
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
 from warmkernel.session import Session
-
-log = logging.getLogger(__name__)
 
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024

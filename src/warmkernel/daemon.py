@@ -24,7 +24,13 @@ import anyio
 
 from warmkernel import __version__
 from warmkernel.config import Settings
-from warmkernel.discovery import Descriptor, new_daemon_id, remove_descriptor, write_descriptor
+from warmkernel.discovery import (
+    SOCKET_DIR_PREFIX,
+    Descriptor,
+    new_daemon_id,
+    remove_descriptor,
+    write_descriptor,
+)
 from warmkernel.errors import WarmkernelError
 from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
@@ -60,7 +66,7 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     """Serve the workspace until cancelled (a signal, `warmkernel stop`) or idle for `idle_stop_s`."""
     notebook = _jupyter_notebook(workspace, options.jupyter_notebook)
     # A short private directory: a Unix socket path must stay under about 107 bytes.
-    socket_dir = Path(tempfile.mkdtemp(prefix="wkd-"))
+    socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX))
     try:
         # Held for the daemon's life: a workspace's journal has one writer.
         with Journal.open(workspace.path, options.state_dir) as journal:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -31,6 +32,8 @@ from warmkernel.errors import WarmkernelError
 RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
 DAEMON_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
+SOCKET_DIR_PREFIX = "wkd-"
+"""A daemon's socket lives in a private directory of the temp directory named so."""
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,18 @@ def live_descriptors() -> list[Descriptor]:
         if _alive(descriptor):
             found.append(descriptor)
         else:
+            _remove_socket_dir(descriptor)
             path.unlink(missing_ok=True)
     return sorted(found, key=lambda d: d.started_at)
+
+
+def _remove_socket_dir(descriptor: Descriptor) -> None:
+    """A killed daemon's socket directory (one it made: `wkd-*` in the temp directory) goes too."""
+    import tempfile
+
+    directory = Path(descriptor.socket).parent
+    if directory.name.startswith(SOCKET_DIR_PREFIX) and directory.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _contains(workspace: str, cwd: Path) -> bool:

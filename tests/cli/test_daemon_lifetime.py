@@ -148,6 +148,7 @@ def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> 
     assert restarted.returncode == 0, restarted.stderr
     assert "warmkernel restarted; executions 1-2 are kept" in restarted.stdout
     assert "In [3]" in restarted.stdout
+    assert not Path(daemon["socket"]).parent.exists(), "the killed daemon's socket directory is swept"
     assert cli("read", "1").stdout.splitlines()[-1] == "before"
     state = cli("state", "2", "--json")
     facts = json.loads(state.stdout)

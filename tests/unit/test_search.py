@@ -21,7 +21,7 @@ RUNAWAY_LINE = "a" * 40 + "b"
 # Time for a search that meets the runaway line: half of it goes to searching its block whole,
 # the rest to searching line by line to name it; ample, so a loaded machine still gets there.
 POSITION_BUDGET_S = 2.0
-TRIES = 3
+TRIES = 5
 
 
 def blocks_of(texts: list[str], size: int) -> Iterator[TextBlock]:

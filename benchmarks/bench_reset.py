@@ -33,7 +33,7 @@ from mcp import Client
 
 from warmkernel.config import Settings
 from warmkernel.mcp_server import build_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 WARM_UP = 1
@@ -50,8 +50,8 @@ async def warmkernel(workspace: Path, spare_kernels: int) -> AsyncIterator[Clien
     """An in-process server and its MCP client, as the tests use them."""
     settings = Settings(spare_kernels=spare_kernels)
     async with (
-        Session.open(settings, Workspace(workspace, "launch_cwd")) as session,
-        Client(build_server(session)) as client,
+        Kernels.open(settings, Workspace(workspace, "launch_cwd")) as kernels,
+        Client(build_server(kernels)) as client,
     ):
         await run_cell(client, "pass")
         yield client

@@ -59,6 +59,10 @@ class Settings:
     """The token of `jupyter_url` (sent as `Authorization: token …`)."""
     kernel_name: str = "python3"
     """The kernelspec the Jupyter server starts."""
+    max_kernels: int = 4
+    """The most kernels of a workspace that run at once (`main` and named ones; stopped ones not counted)."""
+    kernel_idle_stop_s: float = 7200.0
+    """A kernel other than `main` with no call and no running cell for this long is stopped; 0: never."""
     jupyter_notebook: str | None = None
     """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
     IDE opening the notebook there attaches to it."""

@@ -34,7 +34,7 @@ from warmkernel.discovery import (
 from warmkernel.errors import WarmkernelError
 from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ async def _serve(
     """The daemon proper, once it holds the workspace's journal."""
     async with (
         _ide_server(options, workspace, settings.python) as jupyter,
-        Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
+        Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal) as kernels,
     ):
         # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
         socket_face = await anyio.to_thread.run_sync(importlib.import_module, "warmkernel.socket_face")
@@ -103,9 +103,9 @@ async def _serve(
             jupyter_url=jupyter.server_url if jupyter else None,
             jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
         )
-        daemon = _Daemon(session, descriptor, write_descriptor(descriptor))
-        session.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
-        face: SocketFace = socket_face.SocketFace(session, daemon.status, daemon.serve_public)
+        daemon = _Daemon(kernels, descriptor, write_descriptor(descriptor))
+        kernels.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
+        face: SocketFace = socket_face.SocketFace(kernels, daemon.status, daemon.serve_public)
         daemon.face = face
         try:
             if options.ready_fd is not None:
@@ -123,7 +123,7 @@ async def _serve(
 class _Daemon:
     """The daemon's own state: its descriptor, and when it last had something to do."""
 
-    session: Session
+    kernels: Kernels
     descriptor: Descriptor
     descriptor_path: Path
     face: SocketFace | None = None
@@ -136,21 +136,26 @@ class _Daemon:
 
     def idle_s(self) -> float:
         """How long the daemon has had no client and no running cell; 0 while it has."""
-        if self.session.running is not None or (self.face is not None and self.face.clients):
+        if self.kernels.running() is not None or (self.face is not None and self.face.clients):
             return 0.0
         return time.monotonic() - self.quiet_since
 
     def status(self) -> Mapping[str, Any]:
-        kernel = self.session.kernel_info()
-        running = self.session.running
+        main = self.kernels.main
+        kernel = main.kernel_info()
+        running = main.running
         return {
             "workspace": self.descriptor.workspace,
             "pid": os.getpid(),
             "clients": self.face.clients if self.face is not None else 0,
             "kernel": {"state": kernel.state, "generation": kernel.generation, "pid": kernel.place.pid},
-            "executions": len(self.session.records),
+            "executions": len(main.records),
             "running": running.number if running is not None else None,
             "idle_s": round(self.idle_s(), 1),
+            "kernels": [
+                {"name": k.name, "state": k.info.state, "pid": k.info.place.pid}
+                for k in self.kernels.summaries()
+            ],
         }
 
     async def until_idle(self, idle_stop_s: float) -> None:
@@ -163,7 +168,7 @@ class _Daemon:
                 await self.face.changed.wait()
                 self.quiet_since = time.monotonic()
                 continue
-            running = self.session.running
+            running = self.kernels.running()
             if running is not None:
                 await running.done.wait()
                 self.quiet_since = time.monotonic()
@@ -186,7 +191,7 @@ class _Daemon:
         except WarmkernelError as exc:
             await answer({"ok": False, "error": {"code": exc.code, "message": exc.message}})
             return
-        async with serve_http(self.session, sock, endpoint, hello.options) as bound:
+        async with serve_http(self.kernels, sock, endpoint, hello.options) as bound:
             self.advertise(public_url=bound.url, public_token=bound.token)
             try:
                 await answer({"ok": True, "version": __version__, "url": bound.url})

@@ -5,9 +5,10 @@
                                         invalid_line_range, invalid_max_chars, invalid_context,
                                         invalid_query, invalid_timeout, invalid_limit,
                                         execution_not_found, invalid_name, variable_not_found,
-                                        notebook_not_found, invalid_notebook
+                                        notebook_not_found, invalid_notebook, invalid_kernel,
+                                        kernel_not_found
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
-                                        inspection_failed
+                                        inspection_failed, too_many_kernels
       codes for the session's notebook: notebook_already_bound
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
@@ -38,6 +39,8 @@ CallerMistake = Literal[
     "variable_not_found",
     "notebook_not_found",
     "invalid_notebook",
+    "invalid_kernel",
+    "kernel_not_found",
     "workspace_config_failed",
     "invalid_config",
     "daemon_not_found",
@@ -52,6 +55,7 @@ Failure = Literal[
     "not_awaiting_input",
     "kernel_start_failed",
     "inspection_failed",
+    "too_many_kernels",
     "python_not_usable",
     "jupyter_server_unreachable",
     "jupyter_server_refused",

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _SHUTDOWN_S = 5.0
@@ -133,13 +133,13 @@ class _Uvicorn(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serve_http(
-    session: Session, sock: socket.socket, endpoint: Endpoint, options: Mapping[str, Any] | None = None
+    kernels: Kernels, sock: socket.socket, endpoint: Endpoint, options: Mapping[str, Any] | None = None
 ) -> AsyncIterator[Endpoint]:
     """Serve the tools on `sock` while the block runs, with these reply options (see `build_server`);
     yields the endpoint actually bound."""
     port = sock.getsockname()[1]
     bound = Endpoint(endpoint.host, port, endpoint.path, endpoint.token, endpoint.allowed_hosts)
-    app = build_server(session, options).streamable_http_app(
+    app = build_server(kernels, options).streamable_http_app(
         streamable_http_path=endpoint.path,
         transport_security=_security(endpoint.host, endpoint.allowed_hosts),
         host=endpoint.host,

@@ -7,6 +7,7 @@ Layout, in the per-user state directory (`state_dir()`, 0700; every file 0600):
         lock             flock'ed by the one process that writes the journal; holds its pid
         journal.jsonl    one JSON object per line: `start`, `finish` and `drop` events
         output/          0700: the records' output files, named by the `finish` events
+        kernels/<name>/  0700: journal.jsonl and output/ of each named kernel but `main`
 
 A record is written twice: when it starts (number, source, generation, cell, client, directives;
 nothing per output message) and when it finishes (state, time taken, error, end reason, and
@@ -40,7 +41,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.output_log import LogManifest, OutputLog
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.types import ExecutionNumber, ExecutionState, Generation
+from warmkernel.types import MAIN_KERNEL, ExecutionNumber, ExecutionState, Generation
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ _EVENTS = "journal.jsonl"
 _LOCK = "lock"
 _CLAIM = "workspace.json"
 _OUTPUT = "output"
+_KERNELS = "kernels"
 _TAIL_CHUNK = 65536
 
 
@@ -82,15 +84,19 @@ def forget(workspace: Path, state_dir: Path | None = None) -> bool:
 
 
 class Journal:
-    """The journal of one workspace, written by this process alone until `close`."""
+    """The journal of one workspace's kernel, written by this process alone until `close`.
 
-    def __init__(self, workspace: Path, directory: Path, lock: int, events: int) -> None:
+    `open` gives `main`'s and holds the workspace's lock; `kernel` gives each kernel's under it.
+    """
+
+    def __init__(self, workspace: Path, directory: Path, lock: int | None, events: int) -> None:
         self.workspace = workspace
         self.directory = directory
         self.output_directory = directory / _OUTPUT
         """Where records' output files live: the session's spill directory."""
-        self._lock: int | None = lock
-        self._events = events
+        self._lock = lock
+        """The workspace's lock, held by `main`'s journal; None for another kernel's."""
+        self._events: int | None = events
 
     @classmethod
     def open(cls, workspace: Path, state_dir: Path | None = None) -> Journal:
@@ -100,18 +106,30 @@ class Journal:
         lock = _lock(directory, workspace)
         try:
             _claim(directory, workspace)
-            _private_dir(directory / _OUTPUT)
-            events = os.open(directory / _EVENTS, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            _cut_torn_tail(events)
+            return cls(workspace, directory, lock, _open_events(directory))
         except BaseException:
             os.close(lock)
             raise
-        return cls(workspace, directory, lock, events)
+
+    def kernel(self, name: str) -> Journal:
+        """The journal of the workspace's kernel `name`, under this one's lock; the caller closes it."""
+        if name == MAIN_KERNEL:
+            directory = self.directory
+        else:
+            directory = _private_dir(_private_dir(self.directory / _KERNELS) / name)
+        return Journal(self.workspace, directory, None, _open_events(directory))
+
+    def kernel_names(self) -> list[str]:
+        """The kernels but `main` that have a journal here, by name."""
+        kernels = self.directory / _KERNELS
+        return sorted(path.name for path in kernels.iterdir() if path.is_dir()) if kernels.is_dir() else []
 
     def close(self) -> None:
-        """Stop writing and let another process take the journal."""
-        if self._lock is not None:
+        """Stop writing (for `main`'s journal: and let another process take the workspace's)."""
+        if self._events is not None:
             os.close(self._events)
+            self._events = None
+        if self._lock is not None:
             os.close(self._lock)
             self._lock = None
 
@@ -238,14 +256,23 @@ class Journal:
     def _append(self, event: dict[str, Any]) -> None:
         """One line, one unbuffered write. A journal that cannot be written must not stop the
         kernel: the failure is logged and the session goes on."""
-        if self._lock is None:
-            raise RuntimeError(f"the journal of {self.workspace} is closed")
+        events = self._events
+        if events is None:
+            raise RuntimeError(f"the journal {self.directory} of {self.workspace} is closed")
         line = memoryview((json.dumps(event, separators=(",", ":")) + "\n").encode())
         try:
             while line:
-                line = line[os.write(self._events, line) :]
+                line = line[os.write(events, line) :]
         except OSError:
             log.exception("the %s of execution %s could not be journaled", event["event"], event["execution"])
+
+
+def _open_events(directory: Path) -> int:
+    """The events file of a kernel's journal in `directory`, opened for appending, torn tail cut."""
+    _private_dir(directory / _OUTPUT)
+    events = os.open(directory / _EVENTS, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    _cut_torn_tail(events)
+    return events
 
 
 def _configured_state_dir() -> Path:

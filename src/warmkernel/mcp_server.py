@@ -14,8 +14,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -27,8 +27,9 @@ from warmkernel import __version__
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
+from warmkernel.named_kernels import Kernels
 from warmkernel.present.execution import execution_reply, progress_message
-from warmkernel.present.hints import default_wait
+from warmkernel.present.hints import default_wait, speaking_of
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
 from warmkernel.present.reply import Picture, Reply
@@ -36,9 +37,11 @@ from warmkernel.present.status import (
     execution_status_reply,
     interrupt_reply,
     joined_reply,
+    kernels_reply,
     list_reply,
     reset_reply,
     status_reply,
+    stop_kernel_reply,
 )
 from warmkernel.present.variables import summary_reply, variables_reply
 from warmkernel.session import Session
@@ -61,39 +64,57 @@ Optional directive lines at column 0 of a cell:
 `# warmkernel: --silence SECONDS` (also return once the cell has printed nothing for that long) and
 `# warmkernel: --full-output` (reply with all output instead of head and tail).
 Plots and images in a finished cell's reply come as image content. A cell that calls input()
-or getpass() replies with its prompt: answer it with send_python_input."""
+or getpass() replies with its prompt: answer it with send_python_input.
+Every tool takes an optional kernel name (default main): kernel="train" runs a long job in a
+kernel of its own while main stays free; list_python_kernels shows them all. A notebook gets a
+kernel of its own (nb-<stem>) unless you name one."""
 
 
 # -- handlers ---------------------------------------------------------------------------------
 
-Handler = Callable[["Connection", dict[str, Any], ServerRequestContext[Any]], Awaitable[Reply]]
+KernelHandler = Callable[["Connection", Session, dict[str, Any], ServerRequestContext[Any]], Awaitable[Reply]]
+"""A tool that acts on one kernel, found for it by the call's `kernel` (see `_find_kernel`)."""
+WorkspaceHandler = Callable[["Connection", dict[str, Any]], Awaitable[Reply]]
+"""A tool about the workspace's kernels as a whole."""
+Finding = Literal["start", "existing", "notebook"]
+"""How a tool finds its kernel: started if new or stopped; only one that exists (the tool reads
+records, or answers a running cell); the notebook's own (`Kernels.for_notebook`)."""
 
 
 @dataclass(eq=False)
 class Connection:
-    """One client's connection to a session: its reply settings and what it has yet to be told.
+    """One client's connection to the workspace's kernels: its reply settings and what it has yet
+    to be told.
 
     Reply options (`--wait`, the inline budget, result mode, image limits) belong to the client,
-    so two hosts with different budgets can share one kernel; kernel options are the session's.
+    so two hosts with different budgets can share one kernel; kernel options are the daemon's.
     """
 
-    session: Session
+    kernels: Kernels
     settings: Settings
-    """The session's settings with this client's reply options."""
-    notices_mark: int = 0
-    """Where this connection reads the session's one-time notices from."""
+    """The kernels' settings with this client's reply options."""
     note: str | None = None
     """What the client has to be told about itself (e.g. that its version differs from the
     daemon's): in its first reply, and in every status."""
     greeting: str | None = None
     """The note, until the first reply has said it."""
-    joined: bool = False
-    """The kernel had run cells before this client came: its first run or status says what is there."""
+    tell_joined: bool = True
+    """Say, once per kernel, what was there when this client first used it (if it had run cells)."""
+    notices_marks: dict[str, int] = field(default_factory=dict)
+    """Per kernel, where this connection reads its one-time notices from."""
+    told: set[str] = field(default_factory=set)
+    """The kernels this client has used (and so was told about, if it had to be)."""
 
-    @classmethod
-    def open(cls, session: Session, settings: Settings, *, note: str | None, tell_joined: bool) -> Connection:
-        joined = tell_joined and session.kernel_info().executions > 0
-        return cls(session, settings, session.notice_mark(), note, note, joined)
+    def with_notices(self, session: Session, reply: Reply) -> Reply:
+        """The reply, after the notices this connection has not seen yet (each is said once)."""
+        mark = self.notices_marks.get(session.name, session.notice_mark())
+        notices, self.notices_marks[session.name] = session.notices_since(mark)
+        if self.greeting is not None:
+            notices, self.greeting = [self.greeting, *notices], None
+        if not notices:
+            return reply
+        notice = "\n".join(notices)
+        return replace(reply, text=f"{notice}\n{reply.text}", data=reply.data | {"notice": notice})
 
 
 def client_name(ctx: ServerRequestContext[Any]) -> str:
@@ -102,27 +123,17 @@ def client_name(ctx: ServerRequestContext[Any]) -> str:
     return params.client_info.name if params is not None else ""
 
 
-def _with_notices(conn: Connection, reply: Reply) -> Reply:
-    """The reply, after the notices this connection has not seen yet (each is said once)."""
-    notices, conn.notices_mark = conn.session.notices_since(conn.notices_mark)
-    if conn.greeting is not None:
-        notices, conn.greeting = [conn.greeting, *notices], None
-    if not notices:
-        return reply
-    notice = "\n".join(notices)
-    return replace(reply, text=f"{notice}\n{reply.text}", data=reply.data | {"notice": notice})
-
-
-async def _joined(conn: Connection) -> Reply | None:
-    """What a client that joined a kernel already in use should know, once: None if nothing."""
-    if not conn.joined:
+async def _joined(conn: Connection, session: Session) -> Reply | None:
+    """What a client that comes to a kernel already in use should know, once: None if nothing."""
+    first_use = session.name not in conn.told
+    conn.told.add(session.name)
+    if not (first_use and conn.tell_joined and session.kernel_info().executions > 0):
         return None
-    conn.joined = False
     listing = None
-    if conn.session.running is None:
+    if session.running is None:
         with contextlib.suppress(WarmkernelError):  # a kernel that cannot list says the rest anyway
-            listing = await conn.session.list_variables()
-    return joined_reply(conn.session.kernel_info(), conn.session.records, conn.session.running, listing)
+            listing = await session.list_variables()
+    return joined_reply(session.kernel_info(), session.records, session.running, listing)
 
 
 def _after(joined: Reply | None, reply: Reply) -> Reply:
@@ -133,6 +144,7 @@ def _after(joined: Reply | None, reply: Reply) -> Reply:
 
 async def _wait(
     conn: Connection,
+    session: Session,
     record: ExecutionRecord,
     ctx: ServerRequestContext[Any],
     timeout_s: float,
@@ -154,74 +166,83 @@ async def _wait(
     waited: WaitEnd | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(report)
-        waited = await conn.session.wait(record, timeout_s, silence_s=silence_s)
+        waited = await session.wait(record, timeout_s, silence_s=silence_s)
         tg.cancel_scope.cancel()
     assert waited is not None, "a task group swallows no exception"
     return waited
 
 
 async def _reply_after_wait(
-    conn: Connection, record: ExecutionRecord, ctx: ServerRequestContext[Any], wait_s: float | None = None
+    conn: Connection, session: Session, record: ExecutionRecord, ctx: ServerRequestContext[Any]
 ) -> Reply:
     """Wait as the cell's directives (or the defaults) say, then reply as run_python does."""
-    timeout_s = (
-        wait_s if wait_s is not None else record.directives.wait_seconds or conn.settings.default_wait_s
-    )
-    waited = await _wait(conn, record, ctx, timeout_s, record.directives.silence_seconds)
+    timeout_s = record.directives.wait_seconds or conn.settings.default_wait_s
+    waited = await _wait(conn, session, record, ctx, timeout_s, record.directives.silence_seconds)
     return execution_reply(record, conn.settings, waited=waited)
 
 
-async def run_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    joined = await _joined(conn)  # what was there before this cell
-    record = await conn.session.submit(args["freeform"], client=client_name(ctx))
-    return _after(joined, await _reply_after_wait(conn, record, ctx))
+async def run_python(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    joined = await _joined(conn, session)  # what was there before this cell
+    record = await session.submit(args["freeform"], client=client_name(ctx))
+    return _after(joined, await _reply_after_wait(conn, session, record, ctx))
 
 
-async def wait_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = conn.session.select(args["execution"])
-    waited = await _wait(conn, record, ctx, args["timeout_seconds"], args["silence_seconds"])
+async def wait_python(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    record = session.select(args["execution"])
+    waited = await _wait(conn, session, record, ctx, args["timeout_seconds"], args["silence_seconds"])
     return execution_reply(record, conn.settings, waited=waited)
 
 
-async def send_python_input(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    record = conn.session.send_input(args["text"], args["execution"])
-    return await _reply_after_wait(conn, record, ctx)
+async def send_python_input(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    record = session.send_input(args["text"], args["execution"])
+    return await _reply_after_wait(conn, session, record, ctx)
 
 
-async def python_status(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    joined = await _joined(conn)
+async def python_status(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    joined = await _joined(conn, session)
     if conn.note is not None and conn.greeting is None:  # the first reply says it anyway
         joined = _after(Reply(conn.note, {"note": conn.note}), joined) if joined else Reply(conn.note)
-    records = conn.session.records
+    records = session.records
     return _after(
         joined,
         status_reply(
-            conn.session.workspace,
+            session.workspace,
             conn.settings,
-            conn.session.kernel_info(),
-            conn.session.running,
+            session.kernel_info(),
+            session.running,
             records[-1] if records else None,
+            conn.kernels.summaries(),
         ),
     )
 
 
 async def python_execution_status(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return execution_status_reply(conn.session.select(args["execution"]))
+    return execution_status_reply(session.select(args["execution"]))
 
 
-async def read_python_output(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    chosen = conn.session.select_output(args["execution"], args["stream"], args["line_range"])
+async def read_python_output(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    chosen = session.select_output(args["execution"], args["stream"], args["line_range"])
     if chosen.stream == "images":
         return images_reply(chosen.record, chosen.lo, chosen.hi, conn.settings)
     return read_reply(chosen.record, chosen.stream, chosen.lo, chosen.hi, args["max_chars"], conn.settings)
 
 
 async def search_python_output(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    found = await conn.session.search_output(
+    found = await session.search_output(
         args["execution"],
         args["stream"],
         args["query"],
@@ -236,101 +257,141 @@ async def search_python_output(
     return search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
 
 
-async def interrupt_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return interrupt_reply(conn.session.interrupt())
+async def interrupt_python(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return interrupt_reply(session.interrupt())
 
 
-async def reset_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    killed = await conn.session.reset()
-    return reset_reply(killed, conn.session.kernel_info(), conn.session.workspace.path)
+async def reset_python(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    killed = await session.reset()
+    return reset_reply(killed, session.kernel_info(), session.workspace.path)
 
 
 async def list_python_executions(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return list_reply(conn.session.records, args["limit"])
+    return list_reply(session.records, args["limit"])
 
 
-async def notebook_status(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    return notebook_status_reply(await conn.session.notebook_status(args["path"]), conn.settings)
+async def notebook_status(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return notebook_status_reply(await session.notebook_status(args["path"]), conn.settings)
 
 
-async def run_notebook_cells(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    run = await conn.session.run_notebook_cells(
+async def run_notebook_cells(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    run = await session.run_notebook_cells(
         args["path"], args["cells"], stop_on_error=args["stop_on_error"], client=client_name(ctx)
     )
     wait_s = args["timeout_seconds"] if args["timeout_seconds"] is not None else conn.settings.default_wait_s
     with anyio.move_on_after(wait_s):
         await run.done.wait()
-    view = await conn.session.notebook_status(args["path"]) if run.done.is_set() else None
+    view = await session.notebook_status(args["path"]) if run.done.is_set() else None
     return notebook_run_reply(run, view, conn.settings, waited_s=wait_s)
 
 
 async def watch_notebook_file(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    cell_id, file = await conn.session.watch_notebook_file(args["path"], args["file"], args["cell"])
-    return notebook_watch_reply(await conn.session.notebook_status(args["path"]), cell_id, file)
+    cell_id, file = await session.watch_notebook_file(args["path"], args["file"], args["cell"])
+    return notebook_watch_reply(await session.notebook_status(args["path"]), cell_id, file)
 
 
 async def list_python_variables(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return variables_reply(await conn.session.list_variables(include_modules=args["include_modules"]))
+    return variables_reply(await session.list_variables(include_modules=args["include_modules"]))
 
 
 async def inspect_python_variable(
-    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return summary_reply(await conn.session.inspect_variable(args["name"]))
+    return summary_reply(await session.inspect_variable(args["name"]))
 
 
-_HANDLERS: dict[str, Handler] = {
-    "run_python": run_python,
-    "python_status": python_status,
-    "python_execution_status": python_execution_status,
-    "read_python_output": read_python_output,
-    "search_python_output": search_python_output,
-    "wait_python": wait_python,
-    "send_python_input": send_python_input,
-    "interrupt_python": interrupt_python,
-    "reset_python": reset_python,
-    "list_python_executions": list_python_executions,
-    "list_python_variables": list_python_variables,
-    "inspect_python_variable": inspect_python_variable,
-    "notebook_status": notebook_status,
-    "run_notebook_cells": run_notebook_cells,
-    "watch_notebook_file": watch_notebook_file,
+async def list_python_kernels(conn: Connection, args: dict[str, Any]) -> Reply:
+    return kernels_reply(conn.kernels.summaries())
+
+
+async def stop_python_kernel(conn: Connection, args: dict[str, Any]) -> Reply:
+    session, killed = await conn.kernels.stop(args["name"])
+    return stop_kernel_reply(session.name, killed, len(session.records))
+
+
+_KERNEL_HANDLERS: dict[str, tuple[KernelHandler, Finding]] = {
+    "run_python": (run_python, "start"),
+    "python_status": (python_status, "existing"),
+    "python_execution_status": (python_execution_status, "existing"),
+    "read_python_output": (read_python_output, "existing"),
+    "search_python_output": (search_python_output, "existing"),
+    "wait_python": (wait_python, "existing"),
+    "send_python_input": (send_python_input, "existing"),
+    "interrupt_python": (interrupt_python, "existing"),
+    "reset_python": (reset_python, "start"),
+    "list_python_executions": (list_python_executions, "existing"),
+    "list_python_variables": (list_python_variables, "start"),
+    "inspect_python_variable": (inspect_python_variable, "start"),
+    "notebook_status": (notebook_status, "notebook"),
+    "run_notebook_cells": (run_notebook_cells, "notebook"),
+    "watch_notebook_file": (watch_notebook_file, "notebook"),
 }
-"""What each declared tool does; `tool_specs.TOOLS` says everything else about it."""
-assert set(_HANDLERS) == set(TOOLS_BY_NAME), "every declared tool has exactly one handler"
+"""What each declared tool that acts on a kernel does, and how it finds that kernel;
+`tool_specs.TOOLS` says everything else about it."""
+_WORKSPACE_HANDLERS: dict[str, WorkspaceHandler] = {
+    "list_python_kernels": list_python_kernels,
+    "stop_python_kernel": stop_python_kernel,
+}
+assert set(_KERNEL_HANDLERS) | set(_WORKSPACE_HANDLERS) == set(TOOLS_BY_NAME), (
+    "every declared tool has exactly one handler"
+)
+
+
+async def _find_kernel(conn: Connection, finding: Finding, args: dict[str, Any]) -> Session:
+    if finding == "notebook":
+        return await conn.kernels.for_notebook(args["path"], args["kernel"])
+    return await conn.kernels.session(args["kernel"], start=finding == "start")
+
+
+async def _call(conn: Connection, name: str, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    """Run one checked call: on the kernel it names (whose notices it then carries), or on all."""
+    if name in _WORKSPACE_HANDLERS:
+        return await _WORKSPACE_HANDLERS[name](conn, args)
+    handler, finding = _KERNEL_HANDLERS[name]
+    session = await _find_kernel(conn, finding, args)
+    with speaking_of(session.name), session.in_use():
+        return conn.with_notices(session, await handler(conn, session, args, ctx))
 
 
 # -- server -----------------------------------------------------------------------------------
 
 
 def build_server(
-    session: Session,
+    kernels: Kernels,
     options: Mapping[str, Any] | None = None,
     *,
     note: str | None = None,
     tell_joined: bool = True,
 ) -> Server[Any]:
-    """An MCP server over an open session; any transport can serve it, to any number of clients.
+    """An MCP server over the workspace's kernels; any transport can serve it, to any number of clients.
 
-    `options` are reply options of these clients (`Settings` fields), over the session's own;
+    `options` are reply options of these clients (`Settings` fields), over the kernels' own;
     `note` is said to each in its first reply and in every status; `tell_joined`: a client that
     comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not).
     A `structured` result mode adds structuredContent and output schemas; the text is the same.
     """
-    settings = replace(session.settings, **(options or {}))
+    settings = replace(kernels.settings, **(options or {}))
     structured = settings.result_mode == "structured"
 
     @asynccontextmanager
     async def connection(_: Server[Any]) -> AsyncIterator[Connection]:
         """Entered once per `Server.run`: one client over stdio or a socket. Streamable HTTP
         enters it once for the whole endpoint, so its clients share one connection."""
-        yield Connection.open(session, settings, note=note, tell_joined=tell_joined)
+        yield Connection(kernels, settings, note, note, tell_joined)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -358,9 +419,7 @@ def build_server(
                     "invalid_arguments",
                     f"there is no tool {params.name!r}; tools: {', '.join(TOOLS_BY_NAME)}",
                 )
-            conn: Connection = ctx.lifespan_context
-            reply = await _HANDLERS[tool.name](conn, tool.parse(params.arguments or {}), ctx)
-            reply = _with_notices(conn, reply)
+            reply = await _call(ctx.lifespan_context, tool.name, tool.parse(params.arguments or {}), ctx)
         except WarmkernelError as exc:
             if exc.code == "internal_error":
                 log.exception("tool %s failed", params.name)
@@ -411,8 +470,8 @@ def _error_result(error: WarmkernelError, *, structured: bool) -> types.CallTool
     )
 
 
-async def serve_stdio(session: Session) -> None:
+async def serve_stdio(kernels: Kernels) -> None:
     """Serve MCP over this process's stdin/stdout until the client closes stdin."""
-    server = build_server(session)
+    server = build_server(kernels)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,8 +40,6 @@ from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
-from warmkernel.kernel.local import LocalLauncher
-from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
@@ -93,22 +91,16 @@ class SearchOutcome:
     result: SearchResult | None
 
 
-def _launcher(
-    settings: Settings, workspace: Workspace, root: RuntimeRoot, tg: anyio.abc.TaskGroup
-) -> KernelLauncher:
-    """Where this session's kernels run, as the settings ask."""
-    if settings.jupyter_url is not None:
-        return RemoteLauncher(tg, settings)
-    if settings.spare_kernels > 0:
-        return SpareLauncher(tg, root, settings.python, workspace.path, settings.spare_kernels)
-    return LocalLauncher(tg, root, settings.python, workspace.path)
-
-
 class Session:
-    """One kernel per session, and every execution it was asked to run."""
+    """One named kernel at a time, and every execution it was asked to run.
+
+    The kernel may be stopped (`stop`, or never started yet): the records stay readable, and
+    the next call that needs a kernel starts a fresh one.
+    """
 
     def __init__(
         self,
+        name: str,
         settings: Settings,
         workspace: Workspace,
         root: RuntimeRoot,
@@ -116,9 +108,9 @@ class Session:
         launcher: KernelLauncher,
         journal: Journal | None = None,
     ):
+        self.name = name
         self.settings = settings
         self.workspace = workspace
-        self._root = root
         self._tg = tg
         self._launcher = launcher
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
@@ -127,6 +119,13 @@ class Session:
         self._kernel: Kernel | None = None
         self._start_error: WarmkernelError | None = None
         self._ready = anyio.Event()
+        self._ready.set()  # nothing is starting
+        self.stopped: str | None = "not started yet"
+        """Why there is no kernel and none starting (`stop_python_kernel`, idle); None while there is."""
+        self._last_used = time.monotonic()
+        """When a call last used this kernel or its last cell ended."""
+        self._calls = 0
+        """Calls using this kernel right now."""
         self._reset_lock = anyio.Lock()
         self._inspection_lock = anyio.Lock()
         self._ready_since = 0.0
@@ -136,7 +135,7 @@ class Session:
         """Notices before this index reached some connection; later ones wait for the next reply."""
         self._journal = journal
         self._budget = OutputBudget(
-            journal.output_directory if journal is not None else root.subdirectory("output"),
+            journal.output_directory if journal is not None else root.subdirectory(f"output-{name}"),
             threshold_bytes=settings.spill_threshold_bytes,
             limit_bytes=settings.max_output_bytes,
             record_of=self._records.__getitem__,
@@ -152,29 +151,32 @@ class Session:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings, workspace: Workspace, journal: Journal | None = None
+        cls,
+        name: str,
+        settings: Settings,
+        workspace: Workspace,
+        root: RuntimeRoot,
+        launcher: KernelLauncher,
+        journal: Journal | None = None,
+        *,
+        start: bool = True,
     ) -> AsyncIterator[Session]:
-        """A session whose first kernel starts at once, in the background; torn down on exit.
+        """A session (its kernel starting at once, in the background, if `start`); torn down on exit.
 
-        With `journal` (opened and closed by the caller, who holds it for the workspace), the
-        session continues the journaled records and journals its own.
+        `root` and `launcher` are the daemon's, shared by its named kernels (`Kernels`). With
+        `journal` (opened and closed by the caller), the session continues the journaled records
+        and journals its own.
         """
-        if settings.jupyter_url is not None:
-            check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
-        root = RuntimeRoot()
-        try:
-            async with anyio.create_task_group() as tg:
-                launcher = _launcher(settings, workspace, root, tg)
-                session = cls(settings, workspace, root, tg, launcher, journal)
-                session._begin_kernel_start()
-                try:
-                    yield session
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await session._shutdown()
-                    tg.cancel_scope.cancel()
-        finally:
-            root.remove()
+        async with anyio.create_task_group() as tg:
+            session = cls(name, settings, workspace, root, tg, launcher, journal)
+            if start:
+                session.start()
+            try:
+                yield session
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await session._shutdown()
+                tg.cancel_scope.cancel()
 
     def _restore(self, records: list[ExecutionRecord]) -> None:
         """Take over the records an earlier process journaled; the first reply says the kernel is new."""
@@ -190,6 +192,12 @@ class Session:
         return ExecutionNumber(next(reversed(self._records), 0) + 1)
 
     # -- kernel lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start a kernel if there is none (a stopped session's next use); it boots in the background."""
+        if self.stopped is not None:
+            self.stopped = None
+            self._begin_kernel_start()
 
     def _begin_kernel_start(self) -> None:
         self._generation = Generation(self._generation + 1)
@@ -237,7 +245,9 @@ class Session:
         self._begin_kernel_start()
 
     async def kernel(self) -> Kernel:
-        """The current kernel, once it is ready; else the error its start failed with."""
+        """The current kernel, once it is ready (started now if stopped); else the error its start
+        failed with."""
+        self.start()
         while True:
             ready = self._ready
             await ready.wait()
@@ -250,6 +260,8 @@ class Session:
 
     def kernel_info(self) -> KernelInfo:
         spares = self._launcher.ready if isinstance(self._launcher, SpareLauncher) else None
+        if self.stopped is not None:
+            return KernelInfo(self._generation, "stopped", self.stopped, spare_kernels_ready=spares)
         if self._start_error is not None:
             return KernelInfo(
                 self._generation, "failed", self._start_error.message, spare_kernels_ready=spares
@@ -265,6 +277,26 @@ class Session:
             ready_since=self._ready_since,
         )
 
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Around a call that uses this kernel: meanwhile, and until its end, the kernel is not idle."""
+        self._calls += 1
+        try:
+            yield
+        finally:
+            self._calls -= 1
+            self._last_used = time.monotonic()
+
+    def idle_s(self) -> float | None:
+        """How long the kernel has had no call and no running cell; None while it has one."""
+        if self._calls or self._running is not None:
+            return None
+        return time.monotonic() - self._last_used
+
+    def tell(self, notice: str) -> None:
+        """A one-time message about this kernel for the next reply of every connection that uses it."""
+        self._notices.append(notice)
+
     def notice_mark(self) -> int:
         """Where a new connection starts reading notices: it sees those no connection has seen yet."""
         return self._notices_shown
@@ -279,7 +311,6 @@ class Session:
             self._running.finish(ExecutionState.KILLED, reason="the server shut down")
         if self._kernel is not None:
             await self._kernel.kill()
-        await self._launcher.aclose()
 
     # -- executions ---------------------------------------------------------------------
 
@@ -296,6 +327,7 @@ class Session:
         """The running execution ended: the next cell may start."""
         if self._journal is not None:
             self._journal.finished(tracker.record)
+        self._last_used = time.monotonic()
         if self._running is tracker:
             self._running = None
 
@@ -445,12 +477,37 @@ class Session:
                 self._running.finish(ExecutionState.KILLED, reason="reset_python killed the kernel")
             if self._kernel is not None:
                 await self._launcher.retire(self._kernel)
+            self.stopped = None
             self._begin_kernel_start()
             if self._notebook is not None:
                 self._notebook.released = True
             if self._notebook_run is not None:
                 self._notebook_run.stop_requested = True
         await self.kernel()
+        return killed
+
+    async def stop(self, reason: str) -> ExecutionRecord | None:
+        """End the kernel and everything it started, without starting another; the records stay.
+        `reason` says who stopped it (`stop_python_kernel stopped the kernel`).
+
+        A running execution becomes `killed` and is returned. The next call that needs a kernel
+        starts a fresh one (generation + 1), with the numbering going on.
+        """
+        async with self._reset_lock:
+            await self._ready.wait()
+            if self.stopped is not None:
+                return None
+            killed = None
+            if self._running is not None:
+                killed = self._running.record
+                self._running.finish(ExecutionState.KILLED, reason=reason)
+            if self._kernel is not None:
+                await self._launcher.retire(self._kernel)
+            self._kernel, self._start_error, self.stopped = None, None, reason
+            if self._notebook is not None:
+                self._notebook.released = True
+            if self._notebook_run is not None:
+                self._notebook_run.stop_requested = True
         return killed
 
     # -- variable inspection --------------------------------------------------------------
@@ -545,6 +602,19 @@ class Session:
         self._bound().watch(cell_id, str(target))
         return cell_id, shown_path(self.workspace.path, target)
 
+    @property
+    def notebook_path(self) -> Path | None:
+        """The notebook this kernel was bound to (also after a reset released it), if any."""
+        return self._notebook.path if self._notebook is not None else None
+
+    @property
+    def notebook_shown(self) -> str | None:
+        """The bound notebook as shown, relative to the workspace."""
+        return self._notebook.shown if self._notebook is not None else None
+
+    def is_bound_to(self, path: Path) -> bool:
+        return self._notebook is not None and self._notebook.is_for(path)
+
     def _bind(self, path: Path) -> NotebookBinding:
         shown = shown_path(self.workspace.path, path)
         binding = self._notebook
@@ -552,7 +622,7 @@ class Session:
             binding.released = False
             return binding
         if binding is not None and not binding.released:
-            raise refusals.already_bound(binding.shown, shown)
+            raise refusals.already_bound(self.name, binding.shown, shown)
         self._notebook = NotebookBinding(path, shown, self._generation)
         if self.on_notebook_change is not None:
             self.on_notebook_change(path)

@@ -30,7 +30,7 @@ from mcp.shared.message import SessionMessage
 from warmkernel import __version__
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
@@ -92,7 +92,7 @@ Serve = Callable[[Hello, Callable[[Mapping[str, Any]], Awaitable[None]], Awaitab
 class SocketFace:
     """Serves the connections of one daemon's socket; counts its clients."""
 
-    session: Session
+    kernels: Kernels
     status: Status
     serve: Serve
     clients: int = 0
@@ -135,7 +135,7 @@ class SocketFace:
     ) -> None:
         """MCP over the rest of the connection, one JSON-RPC message a line, until the client closes."""
         server = build_server(
-            self.session,
+            self.kernels,
             hello.options,
             note=hello.note or None,
             tell_joined=hello.client != "cli",

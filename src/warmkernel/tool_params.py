@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from warmkernel.errors import ErrorCode, WarmkernelError
+from warmkernel.types import KERNEL_NAME
 
 JsonType = Literal["string", "integer", "number", "boolean", "array", "object"]
 
@@ -208,7 +209,25 @@ class VariablePath:
         return check_path(value)
 
 
-Kind = Text | Integer | Seconds | Flag | Choice | Cell | Cells | VariablePath
+@dataclass(frozen=True)
+class KernelName:
+    """A kernel's name: short, lower case (`main`, `train`, `nb-sales`); null when optional."""
+
+    optional: bool = True
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": _nullable("string", self.optional), "pattern": f"^{KERNEL_NAME.pattern}$"}
+
+    def check(self, name: str, value: Any) -> str | None:
+        if value is None and self.optional:
+            return None
+        if not isinstance(value, str) or not KERNEL_NAME.fullmatch(value):
+            valid = '1 to 32 of a-z, 0-9, _ and -, starting with a letter or digit (e.g. "train")'
+            raise _fail("invalid_kernel", name, value, valid)
+        return value
+
+
+Kind = Text | Integer | Seconds | Flag | Choice | Cell | Cells | VariablePath | KernelName
 
 
 # -- parameters, tools and verbs -----------------------------------------------------------------

@@ -17,6 +17,7 @@ from warmkernel.tool_params import (
     Flag,
     Integer,
     JsonType,
+    KernelName,
     Param,
     Seconds,
     Spelling,
@@ -55,6 +56,20 @@ MAX_CHARS = Param(
     Spelling(("--max-chars",), "K"),
 )
 
+KERNEL = Param(
+    "kernel",
+    KernelName(),
+    'Which kernel: a short name such as "train"; a new name starts a kernel beside the others '
+    "(same workspace and interpreter). Default: main.",
+    None,
+    Spelling(("--kernel",), "NAME"),
+)
+NOTEBOOK_KERNEL = replace(
+    KERNEL,
+    description="Which kernel runs the notebook. Default: the kernel already bound to it, else a new one "
+    "named after it (nb-<stem>), so main stays free.",
+)
+
 RECORD_FACTS: dict[str, JsonType] = {
     "execution": "integer",
     "state": "string",
@@ -85,8 +100,9 @@ TOOLS: tuple[Tool, ...] = (
         f"Run a cell of Python (IPython syntax) in the persistent kernel and wait up to {WAIT} for it "
         "(or `# warmkernel: --wait SECONDS`). Replies `In [N] · 1.2 s:` and the output; a long output is "
         "shown as head and tail with the call that reads the rest. A cell still running after the wait "
-        "keeps running: use wait_python. Rejected as busy while another cell runs.",
-        (Param("freeform", Text(), "The cell's source code.", cli=Spelling(metavar="CODE")),),
+        "keeps running: use wait_python. Rejected as busy while another cell runs in the same kernel; "
+        'kernel="NAME" runs it in another (started on first use), beside the first.',
+        (Param("freeform", Text(), "The cell's source code.", cli=Spelling(metavar="CODE")), KERNEL),
         Annotations(read_only=False, destructive=True, idempotent=False),
         (
             Verb(
@@ -101,8 +117,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "python_status",
         "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
-        "and whether a cell is running.",
-        (),
+        "whether a cell is running, and every kernel of the workspace in brief.",
+        (KERNEL,),
         Annotations(read_only=True),
         (
             Verb(
@@ -126,13 +142,14 @@ TOOLS: tuple[Tool, ...] = (
             "busy": "boolean",
             "running_execution": "integer",
             "latest_execution": "integer",
+            "kernels": "array",
             "joined": "object",
         },
     ),
     Tool(
         "python_execution_status",
         "An execution's state, times, error name and value, and line counts per stream, without its output.",
-        (EXECUTION,),
+        (EXECUTION, KERNEL),
         Annotations(read_only=True),
         (
             Verb(
@@ -172,6 +189,7 @@ TOOLS: tuple[Tool, ...] = (
                 Spelling(("--lines",), "A:B"),
             ),
             MAX_CHARS,
+            KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -240,6 +258,7 @@ TOOLS: tuple[Tool, ...] = (
                 200,
                 Spelling(("--max-matches",), "N"),
             ),
+            KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -280,6 +299,7 @@ TOOLS: tuple[Tool, ...] = (
                 None,
                 Spelling(("--silence",), "S"),
             ),
+            KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -304,6 +324,7 @@ TOOLS: tuple[Tool, ...] = (
         (
             Param("text", Text(), "The answer, without a trailing newline.", cli=Spelling(metavar="TEXT")),
             replace(EXECUTION, cli=Spelling(("--execution",), "N")),
+            KERNEL,
         ),
         Annotations(read_only=False, idempotent=False),
         (
@@ -319,7 +340,7 @@ TOOLS: tuple[Tool, ...] = (
         "interrupt_python",
         "Send SIGINT (KeyboardInterrupt) to the running cell, also one waiting for input. "
         "Replies interrupt_sent or idle.",
-        (),
+        (KERNEL,),
         Annotations(read_only=False, idempotent=False),
         (
             Verb(
@@ -334,7 +355,7 @@ TOOLS: tuple[Tool, ...] = (
         "reset_python",
         "Kill the kernel and every process it started, and start a fresh one in the same workspace. "
         "A running cell becomes `killed`; earlier records and numbering stay readable.",
-        (),
+        (KERNEL,),
         Annotations(read_only=False, destructive=True, idempotent=False),
         (
             Verb(
@@ -356,6 +377,7 @@ TOOLS: tuple[Tool, ...] = (
                 20,
                 Spelling(("--limit",), "N"),
             ),
+            KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -372,7 +394,10 @@ TOOLS: tuple[Tool, ...] = (
         "The user's variables in the live namespace, without running a cell: name, type, size, shape or "
         "length, and the execution (In [N]) that last bound each. No `_` names or IPython internals; "
         "modules only with include_modules. Busy while a cell runs.",
-        (Param("include_modules", Flag(), "Also list imported modules.", False, Spelling(("--modules",))),),
+        (
+            Param("include_modules", Flag(), "Also list imported modules.", False, Spelling(("--modules",))),
+            KERNEL,
+        ),
         Annotations(read_only=True),
         (
             Verb(
@@ -403,6 +428,7 @@ TOOLS: tuple[Tool, ...] = (
                 "evaluated.",
                 cli=Spelling(metavar="NAME"),
             ),
+            KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -423,13 +449,52 @@ TOOLS: tuple[Tool, ...] = (
         },
     ),
     Tool(
+        "list_python_kernels",
+        "The workspace's kernels: name, state, generation, pid, memory, executions, the running cell, "
+        "the bound notebook and idle time. main always exists; any tool's kernel parameter starts "
+        "another by name.",
+        (),
+        Annotations(read_only=True),
+        (
+            Verb(
+                ("kernels",),
+                "the workspace's kernels: state, memory, executions, notebook, idle time",
+                "warmkernel kernels                     which kernels run, and what each is doing",
+            ),
+        ),
+        output={"kernels": "array"},
+    ),
+    Tool(
+        "stop_python_kernel",
+        "Stop one kernel and every process it started; a running cell becomes `killed`. Its records stay "
+        "readable; its next use starts a fresh kernel (main too).",
+        (
+            Param(
+                "name",
+                KernelName(optional=False),
+                'The kernel to stop, e.g. "train".',
+                cli=Spelling(metavar="NAME"),
+            ),
+        ),
+        Annotations(read_only=False, destructive=True),
+        (
+            Verb(
+                ("stop-kernel",),
+                "stop one kernel; its records stay readable (`warmkernel stop` stops the daemon)",
+                "warmkernel stop-kernel train           end the kernel train and its processes",
+            ),
+        ),
+        output={"kernel": "string", "killed_execution": "integer"},
+    ),
+    Tool(
         "notebook_status",
         "Which code cells of a Jupyter notebook no longer match the kernel, and why, without running "
-        "anything. Binds this session's kernel to the notebook on first use (one per session). Lists each "
+        "anything. Without `kernel`, the notebook gets a kernel of its own (nb-<stem>) on first use, so main "
+        "stays free for scratch cells. Lists each "
         "code cell in order: index, id, state (fresh, stale, never_run, running), reasons (source_changed, "
         "never_run, errored, file_changed, upstream_changed, upstream_stale, undefined_name), the names it "
         "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
-        (NOTEBOOK,),
+        (NOTEBOOK, NOTEBOOK_KERNEL),
         Annotations(read_only=True),
         (
             Verb(
@@ -476,6 +541,7 @@ TOOLS: tuple[Tool, ...] = (
                 None,
                 Spelling(("--timeout",), "S"),
             ),
+            NOTEBOOK_KERNEL,
         ),
         Annotations(read_only=False, destructive=True, idempotent=False),
         (
@@ -514,6 +580,7 @@ TOOLS: tuple[Tool, ...] = (
                 "The cell's id or 0-based code-cell index.",
                 cli=Spelling(("--cell",), "ID"),
             ),
+            NOTEBOOK_KERNEL,
         ),
         Annotations(read_only=False),
         (

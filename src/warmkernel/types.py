@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Literal, NewType
 
@@ -12,6 +13,11 @@ Generation = NewType("Generation", int)
 """Which kernel process ran a record: 1 for the first kernel, +1 for every replacement."""
 
 MsgId = NewType("MsgId", str)
+
+MAIN_KERNEL = "main"
+"""The kernel a call means when it names none (notebook tools: the notebook's own kernel)."""
+KERNEL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+"""What a kernel's name may be: short, lower case, safe in a path and a command line."""
 """A Jupyter message id, used to route replies and IOPub messages to their request."""
 
 StreamName = Literal["stdout", "stderr", "result", "traceback"]

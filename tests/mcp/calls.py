@@ -29,9 +29,9 @@ async def call_error(client: Client, tool: str, **arguments: Any) -> tuple[str, 
     return code, message
 
 
-async def run(client: Client, code: str) -> tuple[int, str]:
-    """Run a cell; return its execution number and the reply text."""
-    text = await call(client, "run_python", freeform=code)
+async def run(client: Client, code: str, **arguments: Any) -> tuple[int, str]:
+    """Run a cell (with more arguments, e.g. `kernel`); return its execution number and the reply text."""
+    text = await call(client, "run_python", freeform=code, **arguments)
     match = re.search(r"^In \[(\d+)\]", text, re.MULTILINE)
     assert match, text
     return int(match.group(1)), text

@@ -24,7 +24,7 @@ from warmkernel.config import Settings
 from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
 from warmkernel.journal import Journal
 from warmkernel.mcp_server import build_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 FreshClient = Callable[..., AbstractAsyncContextManager[Client]]
@@ -48,8 +48,8 @@ async def memory_server(
 ) -> AsyncIterator[Client]:
     config = Settings(**settings)  # type: ignore[arg-type]
     async with (
-        Session.open(config, Workspace(workspace, "launch_cwd"), journal) as session,
-        Client(build_server(session)) as client,
+        Kernels.open(config, Workspace(workspace, "launch_cwd"), journal) as kernels,
+        Client(build_server(kernels)) as client,
     ):
         yield client
 
@@ -101,8 +101,8 @@ async def http_endpoint(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     workspace = Workspace(tmp_path_factory.mktemp("http-ws"), "launch_cwd")
     endpoint = Endpoint("127.0.0.1", 0, "/mcp", new_token())
     async with (
-        Session.open(Settings(), workspace) as session,
-        serve_http(session, bind("127.0.0.1", 0), endpoint) as bound,
+        Kernels.open(Settings(), workspace) as kernels,
+        serve_http(kernels, bind("127.0.0.1", 0), endpoint) as bound,
     ):
         yield bound
 

@@ -118,14 +118,14 @@ import anyio
 
 from warmkernel.config import Settings
 from warmkernel.journal import Journal
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 
 async def main(workspace: Path, state: Path) -> None:
     with Journal.open(workspace, state) as journal:
-        async with Session.open(Settings(), Workspace(workspace, "launch_cwd"), journal) as session:
-            await session.submit("import time\\ntime.sleep(30)", client="test")
+        async with Kernels.open(Settings(), Workspace(workspace, "launch_cwd"), journal) as kernels:
+            await kernels.main.submit("import time\\ntime.sleep(30)", client="test")
             print("submitted", flush=True)
             await anyio.sleep_forever()
 

@@ -24,6 +24,8 @@ from tests.mcp.conftest import FreshClient
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 NB = "nb.ipynb"
+KERNEL = "nb-nb"
+"""The kernel the notebook gets of its own (its scratch cells run there too, to share its namespace)."""
 Verdicts = dict[str, tuple[str, ...]]
 """Cell id -> its reasons, for every cell that is not fresh (never_run cells list `never_run`)."""
 
@@ -81,7 +83,7 @@ async def run_cells(
 
 
 async def value(client: Client, expression: str) -> str:
-    _, text = await run(client, expression)
+    _, text = await run(client, expression, kernel=KERNEL)
     return text.splitlines()[-1].partition(": ")[2]
 
 
@@ -204,9 +206,9 @@ async def test_scratch_run_python_that_rebinds_a_name_makes_its_readers_stale(
     write_notebook(tmp_path / NB, [("a", "x = 1"), ("b", "y = x + 1"), ("c", "z = y"), ("d", "w = 1")])
     async with open_notebook as client:
         await run_cells(client)
-        await run(client, "x = 100")
+        await run(client, "x = 100", kernel=KERNEL)
         assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_stale",)}
-        await run(client, "unrelated = 1")
+        await run(client, "unrelated = 1", kernel=KERNEL)
         assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_stale",)}
 
 
@@ -216,10 +218,10 @@ async def test_one_hook_pair_serves_inspection_and_notebook_after_a_rebind(
     write_notebook(tmp_path / NB, [("a", "x = 1\n_seed = 2"), ("b", "y = x + 1"), ("c", "z = _seed")])
     async with open_notebook as client:
         await run_cells(client)
-        number, _ = await run(client, "x = 100")
-        await run(client, "_seed = 3")  # `_` names a cell reads are versioned too
+        number, _ = await run(client, "x = 100", kernel=KERNEL)
+        await run(client, "_seed = 3", kernel=KERNEL)  # `_` names a cell reads are versioned too
         assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_changed",)}
-        listing = await facts(client, "list_python_variables")
+        listing = await facts(client, "list_python_variables", kernel=KERNEL)
         assert {row["name"]: row["execution"] for row in listing["variables"]}["x"] == number
         for event in ("pre_run_cell", "post_run_cell"):
             hooks = await value(
@@ -241,9 +243,9 @@ async def test_in_place_mutation_is_seen_for_lists_and_big_dataframes(
     write_notebook(tmp_path / NB, cells)
     async with open_notebook as client:
         await run_cells(client)
-        await run(client, "items.append(3)")
+        await run(client, "items.append(3)", kernel=KERNEL)
         assert await verdicts(client) == {"c": ("upstream_changed",)}
-        await run(client, "frame.loc[0, 'v'] = -1")
+        await run(client, "frame.loc[0, 'v'] = -1", kernel=KERNEL)
         assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_changed",)}
         await run_cells(client)
         assert await verdicts(client) == {}
@@ -378,7 +380,7 @@ async def test_outputs_and_execution_counts_are_written_back(tmp_path: Path, ope
     path = tmp_path / NB
     write_notebook(path, [("a", "print('hello')\n6 * 7"), ("b", ""), ("c", "1 / 0")])
     async with open_notebook as client:
-        await run(client, "scratch = 1")
+        await run(client, "scratch = 1", kernel=KERNEL)
         ran = await run_cells(client, "all", stop_on_error=False)
         assert [cell["outputs_saved"] for cell in ran["cells"]] == ["saved", "saved", "saved"]
         a, b, c = nbformat.read(path, as_version=4).cells[1:]
@@ -395,8 +397,8 @@ async def test_outputs_and_execution_counts_are_written_back(tmp_path: Path, ope
         assert (b.execution_count, b.outputs) == (3, [])
         assert c.outputs[0]["output_type"] == "error" and c.outputs[0]["ename"] == "ZeroDivisionError"
         # a blank cell has a number too, and IPython's count stays in step with warmkernel's
-        number, _ = await run(client, "after_blank = 1")
-        listing = await facts(client, "list_python_variables")
+        number, _ = await run(client, "after_blank = 1", kernel=KERNEL)
+        listing = await facts(client, "list_python_variables", kernel=KERNEL)
         assert {row["name"]: row["execution"] for row in listing["variables"]}["after_blank"] == number == 5
 
 
@@ -443,12 +445,14 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
             ("b", "never_run"),
         ]
         assert status["facts_current"] is False
-        code, message = await call_error(client, "run_python", freeform="1")
+        code, message = await call_error(client, "run_python", freeform="1", kernel=KERNEL)
         assert code == "busy" and "run_notebook_cells is running cells of nb.ipynb" in message
+        assert 'wait_python(kernel="nb-nb")' in message
+        assert "In [1]" in await call(client, "run_python", freeform="1")  # main is free meanwhile
         set_source(path, "a", gate + "  # edited")
         (tmp_path / "go").touch()
         with anyio.fail_after(60):
-            waited = await call(client, "wait_python", timeout_seconds=60)
+            waited = await call(client, "wait_python", timeout_seconds=60, kernel=KERNEL)
         assert "done" in waited
         assert await verdicts(client) == {"a": ("source_changed",), "b": ("never_run",)}
         cell = nbformat.read(path, as_version=4).cells[1]
@@ -461,9 +465,9 @@ async def test_interrupt_stops_the_run(tmp_path: Path, open_notebook: Any) -> No
     async with open_notebook as client:
         started = await facts(client, "run_notebook_cells", path=NB, timeout_seconds=0)
         assert started["state"] == "running"
-        assert (await call(client, "interrupt_python")).startswith("interrupt_sent")
+        assert (await call(client, "interrupt_python", kernel=KERNEL)).startswith("interrupt_sent")
         with anyio.fail_after(60):
-            await call(client, "wait_python", timeout_seconds=60)
+            await call(client, "wait_python", timeout_seconds=60, kernel=KERNEL)
         assert await verdicts(client) == {"a": ("errored",), "b": ("never_run",)}
 
 
@@ -480,7 +484,7 @@ async def test_no_save_outputs_leaves_the_file_alone(tmp_path: Path, fresh_clien
 # -- binding ---------------------------------------------------------------------------------------
 
 
-async def test_one_notebook_per_session_until_a_reset(tmp_path: Path, open_notebook: Any) -> None:
+async def test_a_kernel_serves_one_notebook_until_a_reset(tmp_path: Path, open_notebook: Any) -> None:
     write_notebook(tmp_path / NB, [("a", "x = 1")])
     write_notebook(tmp_path / "other.ipynb", [("o", "y = 1")])
     (tmp_path / "broken.ipynb").write_text("{not json")
@@ -490,10 +494,10 @@ async def test_one_notebook_per_session_until_a_reset(tmp_path: Path, open_noteb
         code, _ = await call_error(client, "notebook_status", path="broken.ipynb")
         assert code == "invalid_notebook"
         await run_cells(client)
-        code, message = await call_error(client, "notebook_status", path="other.ipynb")
-        assert code == "notebook_already_bound" and "bound to nb.ipynb" in message
-        await call(client, "reset_python")
-        status = await facts(client, "notebook_status", path="other.ipynb")
+        code, message = await call_error(client, "notebook_status", path="other.ipynb", kernel=KERNEL)
+        assert code == "notebook_already_bound" and f"kernel {KERNEL} is bound to nb.ipynb" in message
+        await call(client, "reset_python", kernel=KERNEL)
+        status = await facts(client, "notebook_status", path="other.ipynb", kernel=KERNEL)
         assert [(cell["id"], cell["state"]) for cell in status["cells"]] == [("o", "never_run")]
 
 
@@ -501,7 +505,7 @@ async def test_reset_makes_every_cell_never_run(tmp_path: Path, open_notebook: A
     write_notebook(tmp_path / NB, [("a", "x = 1"), ("b", "y = x")])
     async with open_notebook as client:
         await run_cells(client)
-        await call(client, "reset_python")
+        await call(client, "reset_python", kernel=KERNEL)
         assert await verdicts(client) == {"a": ("never_run",), "b": ("never_run", "upstream_stale")}
 
 
@@ -532,5 +536,5 @@ async def test_status_text_names_states_reasons_and_the_plan(
             "#  id  state      In  reasons    defines",
             "0  a   fresh      1              x",
             "1  b   never_run      never_run  y",
-            'plan: b. run_notebook_cells(path="nb.ipynb") runs them in order',
+            'plan: b. run_notebook_cells(path="nb.ipynb", kernel="nb-nb") runs them in order',
         ]

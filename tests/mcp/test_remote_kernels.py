@@ -25,7 +25,7 @@ from tests.mcp.conftest import FreshClient
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.jupyter_host import owned_jupyter_server
-from warmkernel.session import Session
+from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
@@ -235,7 +235,7 @@ async def test_a_server_that_does_not_answer_is_unreachable(fresh_client: FreshC
 
 async def test_a_jupyter_url_that_is_not_http_is_refused_at_start(tmp_path: Path) -> None:
     with pytest.raises(WarmkernelError) as caught:
-        async with Session.open(Settings(jupyter_url="localhost:8888"), Workspace(tmp_path, "launch_cwd")):
+        async with Kernels.open(Settings(jupyter_url="localhost:8888"), Workspace(tmp_path, "launch_cwd")):
             pass
     assert caught.value.code == "invalid_arguments"
     assert "http:// or https:// URL" in caught.value.message

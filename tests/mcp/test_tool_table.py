@@ -14,10 +14,10 @@ from tests.mcp.conftest import FreshClient
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 EXPECTED = {
-    "run_python": ["freeform"],
-    "python_status": [],
-    "python_execution_status": ["execution"],
-    "read_python_output": ["execution", "stream", "line_range", "max_chars"],
+    "run_python": ["freeform", "kernel"],
+    "python_status": ["kernel"],
+    "python_execution_status": ["execution", "kernel"],
+    "read_python_output": ["execution", "stream", "line_range", "max_chars", "kernel"],
     "search_python_output": [
         "query",
         "execution",
@@ -28,17 +28,20 @@ EXPECTED = {
         "ignore_case",
         "max_chars",
         "max_matches",
+        "kernel",
     ],
-    "wait_python": ["execution", "timeout_seconds", "silence_seconds"],
-    "send_python_input": ["text", "execution"],
-    "interrupt_python": [],
-    "reset_python": [],
-    "list_python_executions": ["limit"],
-    "list_python_variables": ["include_modules"],
-    "inspect_python_variable": ["name"],
-    "notebook_status": ["path"],
-    "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds"],
-    "watch_notebook_file": ["path", "file", "cell"],
+    "wait_python": ["execution", "timeout_seconds", "silence_seconds", "kernel"],
+    "send_python_input": ["text", "execution", "kernel"],
+    "interrupt_python": ["kernel"],
+    "reset_python": ["kernel"],
+    "list_python_executions": ["limit", "kernel"],
+    "list_python_variables": ["include_modules", "kernel"],
+    "inspect_python_variable": ["name", "kernel"],
+    "notebook_status": ["path", "kernel"],
+    "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds", "kernel"],
+    "watch_notebook_file": ["path", "file", "cell", "kernel"],
+    "list_python_kernels": [],
+    "stop_python_kernel": ["name"],
 }
 
 

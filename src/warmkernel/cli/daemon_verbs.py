@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ def sessions(args: argparse.Namespace) -> int:
 
 
 def _daemon_state(descriptor: Descriptor) -> dict[str, Any]:
-    """The descriptor, with the daemon's own status and the memory of it and its kernel."""
+    """The descriptor, with the daemon's own status and the memory of it and its kernels."""
     state: dict[str, Any] = {**vars(descriptor)}
     try:
         sock, status = open_socket(descriptor, "status")
@@ -45,7 +45,7 @@ def _daemon_state(descriptor: Descriptor) -> dict[str, Any]:
     state |= {key: value for key, value in status.items() if key not in ("ok", "version")}
     state["memory_bytes"] = {
         "daemon": _rss(descriptor.pid),
-        "kernel": _rss(status.get("kernel", {}).get("pid")),
+        "kernels": _total(_rss(kernel.get("pid")) for kernel in status.get("kernels", [])),
     }
     return state
 
@@ -61,6 +61,11 @@ def _rss(pid: int | None) -> int | None:
         return None
 
 
+def _total(sizes: Iterable[int | None]) -> int | None:
+    known = [size for size in sizes if size is not None]
+    return sum(known) if known else None
+
+
 def _describe(row: dict[str, Any]) -> str:
     started = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["started_at"]))
     if "status_error" in row:
@@ -71,11 +76,13 @@ def _describe(row: dict[str, Any]) -> str:
     memory = row["memory_bytes"]
     megabytes = "/".join("?" if size is None else f"{size / 2**20:.0f}" for size in memory.values())
     running = f", running In [{row['running']}]" if row.get("running") else ""
+    others = [k["name"] for k in row.get("kernels", []) if k["name"] != "main" and k["state"] != "stopped"]
+    more = f"; kernels {', '.join(others)} too" if others else ""
     return (
         f"{row['id']}  pid {row['pid']:<7} since {started}  {row['workspace']}\n"
         f"    clients {row['clients']}, kernel {kernel['state']} (generation {kernel['generation']}, "
-        f"pid {kernel['pid']}){running}, {row['executions']} executions, memory {megabytes} MB "
-        f"(daemon/kernel), idle {row['idle_s']:.0f} s"
+        f"pid {kernel['pid']}){running}, {row['executions']} executions{more}, memory {megabytes} MB "
+        f"(daemon/kernels), idle {row['idle_s']:.0f} s"
     )
 
 

@@ -35,11 +35,11 @@ def mcp(args: argparse.Namespace) -> int:
     """Relay stdio to the workspace's daemon (started if need be); `--ephemeral`: own a kernel."""
     if args.ephemeral:
         from warmkernel.mcp_server import serve_stdio
-        from warmkernel.session import Session
+        from warmkernel.named_kernels import Kernels
 
         async def own_kernel(settings: Settings, workspace: Workspace) -> None:
-            async with Session.open(settings, workspace) as session:
-                await serve_stdio(session)
+            async with Kernels.open(settings, workspace) as kernels:
+                await serve_stdio(kernels)
 
         _configure_logging(args.log_level)
         workspace = resolve_workspace(Path.cwd())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -49,13 +50,13 @@ class LocalKernel(Kernel):
         cwd: Path,
         generation: Generation,
         *,
-        name: str | None = None,
+        name: str,
     ) -> LocalKernel:
         """Launch the process, connect, and return once the kernel answers on shell and IOPub.
 
-        `name` names the kernel's files in the runtime root; by default, its generation.
+        `name` names the kernel's files in the runtime root.
         """
-        spec = prepare_launch(root, python, cwd, name or str(generation))
+        spec = prepare_launch(root, python, cwd, name)
         with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
             try:
                 process = await anyio.open_process(
@@ -143,11 +144,14 @@ class LocalLauncher:
         self._root = root
         self.python = python
         self._cwd = cwd
+        self._starts = itertools.count(1)
+        """Names each kernel's files: the launcher serves every named kernel, whose generations repeat."""
 
     async def start(self, generation: Generation) -> LocalKernel:
         if self.python != sys.executable:
             await anyio.to_thread.run_sync(check_interpreter, self.python)
-        return await LocalKernel.start(self._tg, self._root, self.python, self._cwd, generation)
+        name = f"k{next(self._starts)}"
+        return await LocalKernel.start(self._tg, self._root, self.python, self._cwd, generation, name=name)
 
     async def retire(self, kernel: Kernel) -> None:
         await kernel.kill()

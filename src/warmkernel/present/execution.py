@@ -9,7 +9,7 @@ from typing import Any
 from warmkernel.config import Settings
 from warmkernel.execution.images import StoredImage
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.present.hints import call
+from warmkernel.present.hints import call, kernel_tag
 from warmkernel.present.inline import Shown, inline
 from warmkernel.present.reply import Picture, Reply, clip, duration
 from warmkernel.types import ExecutionState
@@ -25,7 +25,7 @@ def execution_reply(record: ExecutionRecord, settings: Settings, *, waited: Wait
     if not record.state.finished:
         return _running_reply(record, settings, waited)
     shown, omitted = inline(record, settings)
-    header = f"In [{record.number}] · {duration(record.elapsed())}:{_ending(record)}"
+    header = f"In [{record.number}]{kernel_tag()} · {duration(record.elapsed())}:{_ending(record)}"
     chunks, delivered, left_out = _with_pictures(record, shown, settings)
     text_lines = [line for chunk in chunks if isinstance(chunk, list) for line in chunk]
     data = record_facts(record) | {
@@ -112,7 +112,7 @@ def _running_reply(record: ExecutionRecord, settings: Settings, waited: WaitEnd)
         else f"waited {duration(waited.waited_s)}"
     )
     lines = [
-        f"In [{number}] · running for {duration(record.elapsed())} ({why})"
+        f"In [{number}]{kernel_tag()} · running for {duration(record.elapsed())} ({why})"
         + (f"; last {len(tail)} lines:" if tail else "; no output yet"),
         *(clip(line, RUNNING_LINE_CLIP) for line in tail),
         f"Still running. Next: {call('wait_python', execution=number)} to keep waiting, "
@@ -138,7 +138,7 @@ def _awaiting_reply(record: ExecutionRecord, settings: Settings) -> Reply:
         else f"the prompt {prompt}"
     )
     lines = [
-        f"In [{number}] · awaiting input after {duration(record.elapsed())}"
+        f"In [{number}]{kernel_tag()} · awaiting input after {duration(record.elapsed())}"
         + (f"; last {len(tail)} lines:" if tail else ":"),
         *(clip(line, RUNNING_LINE_CLIP) for line in tail),
         f"Waiting for input at {what}. Next: "
@@ -157,7 +157,7 @@ def progress_message(record: ExecutionRecord) -> str:
     """The message of a progress notification: elapsed time and the latest output line."""
     last = _last_nonblank(record, 1)
     where = f": {clip(last[0], RUNNING_LINE_CLIP)}" if last else "; no output yet"
-    return f"In [{record.number}] running for {duration(record.elapsed())}{where}"
+    return f"In [{record.number}]{kernel_tag()} running for {duration(record.elapsed())}{where}"
 
 
 def _last_nonblank(record: ExecutionRecord, count: int) -> list[str]:

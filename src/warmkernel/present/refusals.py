@@ -71,12 +71,32 @@ def not_found(execution: int | None, count: int) -> WarmkernelError:
     return WarmkernelError("execution_not_found", message)
 
 
-def already_bound(bound: str, wanted: str) -> WarmkernelError:
-    """`notebook_already_bound`: the kernel serves another notebook."""
+def already_bound(kernel: str, bound: str, wanted: str) -> WarmkernelError:
+    """`notebook_already_bound`: the kernel named explicitly serves another notebook."""
     return WarmkernelError(
         "notebook_already_bound",
-        f"this kernel is bound to {bound}; a kernel serves one notebook. "
-        f"{call('reset_python')} first to bind {wanted}",
+        f"kernel {kernel} is bound to {bound}; a kernel serves one notebook. "
+        f"{call('notebook_status', path=wanted, kernel=None)} gives {wanted} a kernel of its own, "
+        f"or {call('reset_python')} first to bind it to {kernel}",
+    )
+
+
+def no_kernel(name: str, kernels: list[str]) -> WarmkernelError:
+    """`kernel_not_found`: a call that only reads found no kernel of that name (it starts none)."""
+    return WarmkernelError(
+        "kernel_not_found",
+        f"there is no kernel {name}; kernels: {', '.join(kernels)}. "
+        f"{call('run_python', freeform='...', kernel=name)} starts it",
+    )
+
+
+def too_many_kernels(name: str, live: list[str], limit: int) -> WarmkernelError:
+    """`too_many_kernels`: starting one more would pass the limit."""
+    return WarmkernelError(
+        "too_many_kernels",
+        f"kernel {name} was not started: {len(live)} kernels run ({', '.join(live)}), the most this "
+        f"daemon runs (--max-kernels {limit}). Stop one with {call('stop_python_kernel', name=live[-1])} "
+        f"(its records stay readable), or see them with {call('list_python_kernels')}",
     )
 
 

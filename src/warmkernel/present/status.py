@@ -1,10 +1,12 @@
-"""Replies about the kernel and its executions: python_status, python_execution_status,
-list_python_executions, interrupt_python and reset_python."""
+"""Replies about the kernels and their executions: python_status, python_execution_status,
+list_python_executions, interrupt_python, reset_python, list_python_kernels and
+stop_python_kernel."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from warmkernel.config import Settings
@@ -12,10 +14,27 @@ from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import VariableListing
 from warmkernel.present.execution import record_facts
-from warmkernel.present.hints import call
+from warmkernel.present.hints import call, kernel_tag
 from warmkernel.present.reads import dropped, images_not_kept
 from warmkernel.present.reply import Reply, clip, duration
 from warmkernel.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """One kernel as `list_python_kernels` and python_status show it."""
+
+    name: str
+    info: KernelInfo
+    executions: int
+    """Records of this kernel, all generations."""
+    running: ExecutionRecord | None
+    notebook: str | None
+    """The bound notebook, as shown (relative to the workspace)."""
+    idle_s: float | None
+    """Since its last call or cell; None while a call or a cell uses it."""
+    memory_bytes: int | None
+    """The kernel process's resident memory; None when it is not a live local process."""
 
 
 def execution_status_reply(record: ExecutionRecord) -> Reply:
@@ -60,7 +79,9 @@ def status_reply(
     kernel: KernelInfo,
     running: ExecutionRecord | None,
     latest: ExecutionRecord | None,
+    kernels: Sequence[KernelSummary],
 ) -> Reply:
+    """The kernel the call names, in full, then every kernel of the workspace in a line."""
     resolution = workspace.resolution + (f" ({workspace.config_file})" if workspace.config_file else "")
     place = kernel.place
     lines = [
@@ -69,7 +90,7 @@ def status_reply(
         f"interpreter: {settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
-        f"kernel: {kernel.state}, generation {kernel.generation}"
+        f"kernel{kernel_tag().replace(' ·', '')}: {kernel.state}, generation {kernel.generation}"
         + (f", pid {place.pid}" if place.pid is not None else "")
         + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]
@@ -93,6 +114,7 @@ def status_reply(
         lines.append("busy: no")
     if latest is not None:
         lines.append(f"latest execution: {latest.number} ({latest.state.value})")
+    lines.append("kernels: " + ", ".join(f"{k.name} ({_brief(k)})" for k in kernels))
     data = {
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
@@ -108,8 +130,67 @@ def status_reply(
         "busy": running is not None,
         "running_execution": running.number if running else None,
         "latest_execution": latest.number if latest else None,
+        "kernels": [_kernel_facts(k) for k in kernels],
     }
     return Reply("\n".join(lines), data)
+
+
+def _brief(kernel: KernelSummary) -> str:
+    """`ready`, `running In [4]`, `stopped`: a kernel in a word or two."""
+    if kernel.running is not None:
+        return f"running In [{kernel.running.number}]"
+    return kernel.info.state
+
+
+def _kernel_facts(kernel: KernelSummary) -> dict[str, object]:
+    return {
+        "name": kernel.name,
+        "state": kernel.info.state,
+        "generation": kernel.info.generation,
+        "pid": kernel.info.place.pid,
+        "memory_bytes": kernel.memory_bytes,
+        "executions": kernel.executions,
+        "running_execution": kernel.running.number if kernel.running is not None else None,
+        "notebook": kernel.notebook,
+        "idle_s": round(kernel.idle_s, 1) if kernel.idle_s is not None else None,
+    }
+
+
+def kernels_reply(kernels: Sequence[KernelSummary]) -> Reply:
+    """list_python_kernels: a row per kernel, `main` first."""
+    rows = [
+        f"{'kernel':<14} {'state':<18} {'gen':>3} {'pid':>7} {'memory':>9} {'runs':>5}  idle      notebook"
+    ]
+    for k in kernels:
+        memory = f"{k.memory_bytes / 2**20:.0f} MiB" if k.memory_bytes is not None else "-"
+        idle = duration(k.idle_s) if k.idle_s is not None else "-"
+        rows.append(
+            f"{k.name:<14} {_brief(k):<18} {k.info.generation:>3} {k.info.place.pid or '-':>7} "
+            f"{memory:>9} {k.executions:>5}  {idle:<9} {k.notebook or '-'}"
+        )
+    rows.append(
+        f"Pass kernel=NAME to any tool to use one (a new name starts a kernel); "
+        f"{call('stop_python_kernel', name='NAME')} stops one."
+    )
+    return Reply("\n".join(rows), {"kernels": [_kernel_facts(k) for k in kernels]})
+
+
+def stop_kernel_reply(name: str, killed: ExecutionRecord | None, records: int) -> Reply:
+    what = f"execution {killed.number} was killed" if killed else "no execution was running"
+    text = (
+        f"stopped: kernel {name}; {what}. Its {records} record{'s' if records != 1 else ''} stay readable; "
+        "its next use starts a fresh kernel with an empty namespace"
+    )
+    return Reply(text, {"kernel": name, "killed_execution": killed.number if killed else None})
+
+
+def idle_stop_notice(name: str, limit_s: float) -> str:
+    """The one-time note that a named kernel was stopped for being idle."""
+    return (
+        f"note: kernel {name} was stopped after {limit_s:g} s without a call or a running cell "
+        "(--kernel-idle-stop); its namespace was lost and its records stay readable; its next use "
+        "starts a fresh kernel"
+    )
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:

@@ -1,0 +1,239 @@
+"""Kernels: the named kernels of one workspace, each a `Session`, and which one a call means.
+
+A daemon (or an `--ephemeral` server) holds one `Kernels`. `main` starts with it; any other
+name starts on its first use, in the same workspace and interpreter, with the same kernel
+options. The kernels share one launcher (so spare kernels serve them all) and one runtime root.
+A notebook used without an explicit kernel gets its own (`nb-<stem>`), so `main` stays free for
+scratch work. A kernel other than `main` left idle for `kernel_idle_stop_s` is stopped; a
+stopped kernel keeps its records and starts again on its next use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import psutil
+
+from warmkernel.config import Settings
+from warmkernel.errors import WarmkernelError
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.journal import Journal
+from warmkernel.kernel.base import KernelLauncher
+from warmkernel.kernel.launch import RuntimeRoot
+from warmkernel.kernel.local import LocalLauncher
+from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
+from warmkernel.kernel.spares import SpareLauncher
+from warmkernel.notebook.binding import locate
+from warmkernel.present import refusals
+from warmkernel.present.status import KernelSummary, idle_stop_notice
+from warmkernel.session import Session
+from warmkernel.types import MAIN_KERNEL
+from warmkernel.workspace import Workspace
+
+_NOTEBOOK_PREFIX = "nb-"
+
+
+def _launcher(
+    settings: Settings, workspace: Workspace, root: RuntimeRoot, tg: anyio.abc.TaskGroup
+) -> KernelLauncher:
+    """Where the kernels run, as the settings ask."""
+    if settings.jupyter_url is not None:
+        return RemoteLauncher(tg, settings)
+    if settings.spare_kernels > 0:
+        return SpareLauncher(tg, root, settings.python, workspace.path, settings.spare_kernels)
+    return LocalLauncher(tg, root, settings.python, workspace.path)
+
+
+def notebook_kernel_name(path: Path) -> str:
+    """`nb-<stem>` in the kernel-name alphabet (`Sales Q3.ipynb` → `nb-sales-q3`)."""
+    stem = re.sub(r"[^a-z0-9_-]+", "-", path.stem.lower()).strip("-_") or "notebook"
+    return (_NOTEBOOK_PREFIX + stem)[:32].rstrip("-_")
+
+
+class Kernels:
+    """The workspace's named kernels; look one up with `session` or `for_notebook`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        journal: Journal | None,
+        root: RuntimeRoot,
+        launcher: KernelLauncher,
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self._journal = journal
+        self._root = root
+        self._launcher = launcher
+        self._tg = tg
+        self._sessions: dict[str, Session] = {}
+        self._opening = anyio.Lock()
+        self._closing = anyio.Event()
+        self.on_notebook_change: Callable[[Path], object] | None = None
+        """Told the path of each notebook a kernel binds (the daemon advertises the latest)."""
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, settings: Settings, workspace: Workspace, journal: Journal | None = None
+    ) -> AsyncIterator[Kernels]:
+        """`main` starting at once, and the kernels `journal` knows of, stopped, with their records."""
+        if settings.jupyter_url is not None:
+            check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
+        root = RuntimeRoot()
+        try:
+            async with anyio.create_task_group() as tg:
+                launcher = _launcher(settings, workspace, root, tg)
+                try:
+                    async with anyio.create_task_group() as sessions:
+                        kernels = cls(settings, workspace, journal, root, launcher, sessions)
+                        await kernels._open(MAIN_KERNEL, start=True)
+                        for name in journal.kernel_names() if journal is not None else ():
+                            await kernels._open(name, start=False)
+                        sessions.start_soon(kernels._stop_idle_kernels)
+                        try:
+                            yield kernels
+                        finally:
+                            kernels._closing.set()
+                            sessions.cancel_scope.cancel()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await launcher.aclose()
+                    tg.cancel_scope.cancel()
+        finally:
+            root.remove()
+
+    @property
+    def main(self) -> Session:
+        return self._sessions[MAIN_KERNEL]
+
+    @property
+    def sessions(self) -> list[Session]:
+        """Every kernel's session, live or stopped, `main` first."""
+        return list(self._sessions.values())
+
+    def running(self) -> ExecutionRecord | None:
+        """A cell running in any kernel, else None."""
+        return next((s.running for s in self._sessions.values() if s.running is not None), None)
+
+    async def session(self, name: str | None, *, start: bool = True) -> Session:
+        """The kernel `name` (None: `main`), started if it is new or stopped and `start`.
+
+        A call that only reads records (`start=False`) never starts a kernel: it reads a stopped
+        one's records, and a name no kernel has is `kernel_not_found`.
+        """
+        name = name or MAIN_KERNEL
+        session = self._sessions.get(name)
+        if session is None and not start:
+            raise refusals.no_kernel(name, list(self._sessions))
+        if session is None:
+            session = await self._open(name, start=True)
+        elif start and session.stopped is not None:
+            self._check_room(name)
+            session.start()
+        return session
+
+    async def for_notebook(self, path: str, name: str | None) -> Session:
+        """The kernel of a notebook: `name` when given; else the one bound to it, or a new
+        `nb-<stem>` (made unique), so each notebook has its own and `main` stays free."""
+        if name is not None:
+            return await self.session(name)
+        located = locate(self.workspace.path, path)
+        for session in self._sessions.values():
+            if session.is_bound_to(located):
+                return await self.session(session.name)
+        return await self.session(self._free_notebook_name(located))
+
+    async def stop(self, name: str) -> tuple[Session, ExecutionRecord | None]:
+        """Stop the kernel `name` (its records stay); the running record it killed, if any."""
+        session = await self.session(name, start=False)
+        return session, await session.stop("stop_python_kernel stopped the kernel")
+
+    def summaries(self) -> list[KernelSummary]:
+        return [
+            KernelSummary(
+                session.name,
+                info := session.kernel_info(),
+                len(session.records),
+                session.running,
+                session.notebook_shown,
+                session.idle_s(),
+                _memory(info.place.pid) if info.state == "ready" else None,
+            )
+            for session in self._sessions.values()
+        ]
+
+    # -- inside ------------------------------------------------------------------------------
+
+    async def _open(self, name: str, *, start: bool) -> Session:
+        async with self._opening:
+            if name in self._sessions:
+                return self._sessions[name]
+            if start:
+                self._check_room(name)
+            session = await self._tg.start(self._hold, name, start)
+            self._sessions[name] = session
+            return session
+
+    async def _hold(self, name: str, start: bool, *, task_status: anyio.abc.TaskStatus[Session]) -> None:
+        """Keep the kernel's session open until the daemon closes (a stopped kernel stays open)."""
+        settings = self.settings if name == MAIN_KERNEL else replace(self.settings, jupyter_notebook=None)
+        with contextlib.ExitStack() as stack:
+            journal = stack.enter_context(self._journal.kernel(name)) if self._journal is not None else None
+            async with Session.open(
+                name, settings, self.workspace, self._root, self._launcher, journal, start=start
+            ) as session:
+                session.on_notebook_change = self._notebook_bound
+                task_status.started(session)
+                await self._closing.wait()
+
+    def _notebook_bound(self, path: Path) -> None:
+        if self.on_notebook_change is not None:
+            self.on_notebook_change(path)
+
+    def _check_room(self, name: str) -> None:
+        """`too_many_kernels` when starting `name` would pass `max_kernels` live kernels."""
+        live = [s.name for s in self._sessions.values() if s.stopped is None and s.name != name]
+        if len(live) >= self.settings.max_kernels:
+            raise refusals.too_many_kernels(name, live, self.settings.max_kernels)
+
+    def _free_notebook_name(self, path: Path) -> str:
+        """`nb-<stem>`, or `nb-<stem>-2`... when that kernel is bound to another notebook."""
+        base = notebook_kernel_name(path)
+        for suffix in ("", *(f"-{n}" for n in range(2, 1000))):
+            name = base[: 32 - len(suffix)] + suffix
+            session = self._sessions.get(name)
+            if session is None or session.notebook_path is None:
+                return name
+        raise WarmkernelError("too_many_kernels", f"no free kernel name for {path.name}")
+
+    async def _stop_idle_kernels(self) -> None:
+        """Stop each kernel but `main` that had no call and no running cell for `kernel_idle_stop_s`."""
+        limit = self.settings.kernel_idle_stop_s
+        if limit <= 0:
+            return
+        while True:
+            await anyio.sleep(min(60.0, limit / 4))
+            for session in list(self._sessions.values()):
+                idle_s = session.idle_s()
+                if session.name != MAIN_KERNEL and session.stopped is None and (idle_s or 0) >= limit:
+                    await session.stop(f"the kernel was stopped after {limit:g} s idle")
+                    session.tell(idle_stop_notice(session.name, limit))
+
+
+def _memory(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:
+        return None

@@ -14,10 +14,12 @@ import psutil
 
 from warmkernel.cli.exits import EXIT_OK, exit_status
 from warmkernel.cli.options import state_dir_of, workspace_daemon
+from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.scaffold import SNIPPETS, init_project
+from warmkernel.tool_specs import TOOLS_BY_NAME
 from warmkernel.workspace import resolve_workspace
 
 
@@ -131,13 +133,17 @@ def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome
         "cells": "stale",
         "stop_on_error": False,
         "timeout_seconds": args.timeout,
+        "kernel": args.kernel or ("main" if args.serve else None),  # an IDE attaches to main
     }
     with open_daemon(descriptor) as client:
         return client.call_tool("run_notebook_cells", arguments)
 
 
 def stop(args: argparse.Namespace) -> int:
-    """Stop this workspace's daemon (or the one named), or with --all every daemon of this user."""
+    """Stop this workspace's daemon (or the one named), or with --all every daemon of this user;
+    with --kernel, only that kernel of the daemon."""
+    if args.kernel is not None:
+        return _stop_kernel(args)
     if args.all:
         stopping = live_descriptors()
     else:
@@ -152,6 +158,18 @@ def stop(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"stopped": [descriptor.id for descriptor in stopping]}))
     return EXIT_OK
+
+
+def _stop_kernel(args: argparse.Namespace) -> int:
+    """`stop --kernel NAME`: `stop-kernel NAME` on the live daemon (none is started for it)."""
+    if args.all:
+        raise WarmkernelError("invalid_arguments", "--kernel stops one kernel of this workspace; drop --all")
+    descriptor = find_daemon(Path.cwd(), args.daemon)
+    if descriptor is None:
+        raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
+    tool = TOOLS_BY_NAME["stop_python_kernel"]
+    verb = argparse.Namespace(tool=tool, tool_verb=tool.verbs[0], name=args.kernel, daemon=descriptor.id)
+    return run_tool_verb(argparse.Namespace(**(vars(args) | vars(verb))))
 
 
 def forget(args: argparse.Namespace) -> int:

@@ -101,6 +101,22 @@ _OPTIONS = (
         _count,
     ),
     _Option(
+        "--max-kernels",
+        "max_kernels",
+        "kernel",
+        "the most kernels (main and named ones) that run at once; a stopped kernel does not count",
+        "N",
+        _count,
+    ),
+    _Option(
+        "--kernel-idle-stop",
+        "kernel_idle_stop_s",
+        "kernel",
+        "stop a kernel other than main after this long without a call or a running cell; 0: never",
+        "SECONDS",
+        float,
+    ),
+    _Option(
         "--jupyter-url",
         "jupyter_url",
         "kernel",

@@ -22,7 +22,8 @@ _LOCAL_EXAMPLES = {
     "start": "warmkernel start analysis.ipynb        a daemon whose kernel has run the notebook's cells\n"
     "warmkernel start --serve               the same, on a Jupyter Server JupyterLab or VS Code attaches to",
     "stop": "warmkernel stop                        stop this workspace's daemon\n"
-    "warmkernel stop --all                  stop every daemon of this user",
+    "warmkernel stop --all                  stop every daemon of this user\n"
+    "warmkernel stop --kernel train         stop one kernel; the daemon and the others go on",
     "mcp": "warmkernel mcp                         serve the tools over stdio (what MCP hosts launch)\n"
     "warmkernel mcp --inline-chars 8000     the same, with replies of at most 8,000 characters",
     "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
@@ -127,10 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     start = verb(
         "start",
         "start a daemon for this workspace (if none is live)",
-        "Start a daemon for this workspace (if none is live). With NB, bind its kernel to that "
-        "notebook and run every cell that is not fresh once, in order, continuing past errors. With "
-        "--serve, the kernel runs on a Jupyter Server of the daemon's own (loopback, with a token), "
-        "and the URL to open in JupyterLab or VS Code is printed; `stop` ends both.",
+        "Start a daemon for this workspace (if none is live). With NB, run every cell of that notebook "
+        "that is not fresh once, in order, continuing past errors, in the notebook's own kernel "
+        "(nb-<stem>, or --kernel). With --serve, the kernel main runs on a Jupyter Server of the "
+        "daemon's own (loopback, with a token), NB's cells run in main, and the URL to open in "
+        "JupyterLab or VS Code is printed; `stop` ends both.",
     )
     start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
     start.add_argument(
@@ -142,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
     )
+    start.add_argument(
+        "--kernel", metavar="NAME", help="the kernel that runs NB (default: its own; main with --serve)"
+    )
     add_server_options(start)
     stop = verb(
         "stop",
@@ -150,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Its records stay in the journal for the next daemon.",
     )
     stop.add_argument("--all", action="store_true", help="stop every live daemon of this user")
+    stop.add_argument(
+        "--kernel",
+        metavar="NAME",
+        help="stop only this kernel of the daemon (as `warmkernel stop-kernel NAME`); its records stay",
+    )
     forget = verb(
         "forget",
         "delete this workspace's journal: its executions' records and output",

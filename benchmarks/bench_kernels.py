@@ -24,6 +24,7 @@ import os
 import statistics
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -121,8 +122,9 @@ async def named_starts(workspace: Path, counts: Counts) -> list[Row]:
             for index in range(counts.starts):
                 await spare_ready(client)
                 progress(f"named kernel start from a spare: {index + 1}/{counts.starts}")
-                times.append(await timed(lambda: call(client, "run_python", freeform="1", kernel=f"k{index}")))
-                await call(client, "stop_python_kernel", name=f"k{index}")
+                name = f"k{index}"
+                times.append(await timed(partial(call, client, "run_python", freeform="1", kernel=name)))
+                await call(client, "stop_python_kernel", name=name)
     raw = statistics.median([await raw_startup(workspace) for _ in range(counts.starts)])
     first = statistics.median(times)
     return [

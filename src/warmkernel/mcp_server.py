@@ -216,6 +216,7 @@ async def python_status(
         status_reply(
             session.workspace,
             conn.settings,
+            session.name,
             session.kernel_info(),
             session.running,
             records[-1] if records else None,

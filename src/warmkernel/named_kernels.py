@@ -225,7 +225,8 @@ class Kernels:
             await anyio.sleep(min(60.0, limit / 4))
             for session in list(self._sessions.values()):
                 idle_s = session.idle_s()
-                if session.name != MAIN_KERNEL and session.stopped is None and (idle_s or 0) >= limit:
+                idle = idle_s is not None and idle_s >= limit
+                if session.name != MAIN_KERNEL and session.stopped is None and idle:
                     await session.stop(f"the kernel was stopped after {limit:g} s idle")
                     session.tell(idle_stop_notice(session.name, limit))
 

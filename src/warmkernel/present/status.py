@@ -14,9 +14,10 @@ from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import VariableListing
 from warmkernel.present.execution import record_facts
-from warmkernel.present.hints import call, kernel_tag
+from warmkernel.present.hints import call
 from warmkernel.present.reads import dropped, images_not_kept
 from warmkernel.present.reply import Reply, clip, duration
+from warmkernel.types import MAIN_KERNEL
 from warmkernel.workspace import Workspace
 
 
@@ -76,6 +77,7 @@ def execution_status_reply(record: ExecutionRecord) -> Reply:
 def status_reply(
     workspace: Workspace,
     settings: Settings,
+    name: str,
     kernel: KernelInfo,
     running: ExecutionRecord | None,
     latest: ExecutionRecord | None,
@@ -90,7 +92,7 @@ def status_reply(
         f"interpreter: {settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
-        f"kernel{kernel_tag().replace(' ·', '')}: {kernel.state}, generation {kernel.generation}"
+        f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state}, generation {kernel.generation}"
         + (f", pid {place.pid}" if place.pid is not None else "")
         + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]

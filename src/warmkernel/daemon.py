@@ -33,7 +33,7 @@ from warmkernel.discovery import (
 )
 from warmkernel.errors import WarmkernelError
 from warmkernel.journal import Journal
-from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
+from warmkernel.jupyter_host import JupyterHost, Kernelspec, owned_jupyter_server
 from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
@@ -223,14 +223,21 @@ async def _ide_server(
     if not options.jupyter:
         yield None
         return
-    async with owned_jupyter_server(workspace.path, python) as jupyter:
+    kernelspec = Kernelspec.of_notebook(options.jupyter_notebook)
+    async with owned_jupyter_server(workspace.path, python, kernelspec) as jupyter:
         yield jupyter
 
 
 def _on_server(settings: Settings, jupyter: JupyterHost | None, notebook: str | None) -> Settings:
     if jupyter is None:
         return settings
-    return replace(settings, jupyter_url=jupyter.url, jupyter_token=jupyter.token, jupyter_notebook=notebook)
+    return replace(
+        settings,
+        jupyter_url=jupyter.url,
+        jupyter_token=jupyter.token,
+        jupyter_notebook=notebook,
+        kernel_name=jupyter.kernel_name,
+    )
 
 
 def _jupyter_notebook(workspace: Workspace, notebook: Path | None) -> str | None:

@@ -11,6 +11,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -47,6 +48,8 @@ class JupyterHost:
     pid: int
     lab: bool
     """JupyterLab answers at `{url}lab`."""
+    kernel_name: str = "python3"
+    """The kernelspec it starts."""
 
     @property
     def server_url(self) -> str:
@@ -71,11 +74,36 @@ def check_available() -> None:
         )
 
 
+@dataclass(frozen=True)
+class Kernelspec:
+    """The kernelspec the owned server offers: under the name and display name the notebook
+    already has, so an IDE opening it neither marks it changed nor rewrites its metadata."""
+
+    name: str = "python3"
+    display_name: str = "Python 3 (ipykernel)"
+
+    @classmethod
+    def of_notebook(cls, path: Path | None) -> Kernelspec:
+        """The notebook's own (`metadata.kernelspec`), else ipykernel's default."""
+        try:
+            metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]["kernelspec"] if path else {}
+            name, display_name = str(metadata["name"]), str(metadata["display_name"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls()
+        return cls(name, display_name) if _SPEC_NAME.fullmatch(name) else cls()
+
+
+_SPEC_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A kernelspec name Jupyter accepts as a directory name."""
+
+
 @asynccontextmanager
-async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> AsyncIterator[JupyterHost]:
+async def owned_jupyter_server(
+    root_dir: Path, python: str = sys.executable, kernelspec: Kernelspec = Kernelspec()
+) -> AsyncIterator[JupyterHost]:
     """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels.
 
-    Its `python3` kernelspec runs `python` with the isolation of a local warmkernel kernel.
+    Its one kernelspec, `kernelspec`, runs `python` with the isolation of a local warmkernel kernel.
     """
     check_available()
     runtime = RuntimeRoot()
@@ -87,11 +115,11 @@ async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> 
         with open(log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
             try:
                 process = await anyio.open_process(
-                    _argv(root_dir, port),
+                    _argv(root_dir, port, kernelspec.name),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    env=_environment(runtime.path, token, python),
+                    env=_environment(runtime.path, token, python, kernelspec),
                     start_new_session=True,  # a Ctrl-C in the user's terminal must not reach it
                 )
             except OSError as exc:
@@ -100,7 +128,7 @@ async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> 
                 ) from exc
         try:
             lab = await _until_ready(process, url, token, log_file)
-            yield JupyterHost(url, token, process.pid, lab)
+            yield JupyterHost(url, token, process.pid, lab, kernelspec.name)
         finally:
             with anyio.CancelScope(shield=True):
                 await _stop(process)
@@ -108,7 +136,7 @@ async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> 
         runtime.remove()
 
 
-def _argv(root_dir: Path, port: int) -> list[str]:
+def _argv(root_dir: Path, port: int, kernel_name: str) -> list[str]:
     """`python -m jupyter_server`, run by the parent watch: the server stops once we are gone."""
     argv = [
         sys.executable,
@@ -120,6 +148,7 @@ def _argv(root_dir: Path, port: int) -> list[str]:
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={root_dir}",
+        f"--MultiKernelManager.default_kernel_name={kernel_name}",
         # Jupyter drops IOPub messages past these rates; warmkernel must see every line.
         "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=0",
         "--ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0",
@@ -129,20 +158,20 @@ def _argv(root_dir: Path, port: int) -> list[str]:
     return argv
 
 
-def _environment(root: Path, token: str, python: str) -> dict[str, str]:
+def _environment(root: Path, token: str, python: str, kernelspec: Kernelspec) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
     The token travels in the environment: a command line is visible to every user. The private
-    data directory comes first on the kernelspec path, so its `python3` is the one started.
+    data directory comes first on the kernelspec path, so its kernelspec is the one started.
     """
     env = kernel_environment(root)
-    spec = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "python3" / "kernel.json"
+    spec = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / kernelspec.name / "kernel.json"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(
         json.dumps(
             {
                 "argv": kernel_command(python, "{connection_file}"),
-                "display_name": "Python 3 (warmkernel)",
+                "display_name": kernelspec.display_name,
                 "language": "python",
                 "metadata": {"debugger": False},
             }

@@ -37,7 +37,7 @@ from warmkernel.execution.search import QueryMode, SearchResult, compile_query, 
 from warmkernel.journal import Journal
 from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
-from warmkernel.kernel.channel import ExpressionValue, Reply
+from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.spares import SpareLauncher
@@ -225,6 +225,7 @@ class Session:
             self._start_error = WarmkernelError("kernel_start_failed", f"{type(exc).__name__}: {exc}")
         else:
             self._kernel, self._ready_since = kernel, time.time()
+            kernel.channel.on_foreign = partial(self._adopt, kernel)
             self._tg.start_soon(self._watch_exit, kernel)
         finally:
             ready.set()
@@ -375,6 +376,33 @@ class Session:
                 self._journal.started(record)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
         return record
+
+    def _adopt(self, kernel: Kernel, cell: ForeignCell) -> ExecutionTracker | None:
+        """A cell another client of the kernel sent (an IDE, `jupyter console --existing`): a
+        record of its own, numbered in turn, so the agent sees what the person ran (and IPython's
+        counter, which the IDE shows, stays equal to warmkernel's numbers)."""
+        if kernel is not self._kernel:
+            return None
+        number = self._next_number()
+        spill = self._budget.spill(number)
+        who = f"{cell.username or 'jupyter'} (jupyter session {cell.session[:8]})"
+        record = ExecutionRecord(
+            number,
+            cell.code,
+            kernel.generation,
+            output=OutputLog(spill),
+            displays=DisplayLog(spill),
+            client=who,
+        )
+        tracker = ExecutionTracker(
+            record, kernel, spawn=self._tg.start_soon, on_finish=self._finished, foreign=True
+        )
+        self._records[number] = record
+        if self._running is None:
+            self._running = tracker
+        if self._journal is not None:
+            self._journal.started(record)
+        return tracker
 
     def select(self, execution: int | None) -> ExecutionRecord:
         """The given execution, else the running one, else the latest."""

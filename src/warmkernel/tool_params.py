@@ -312,6 +312,9 @@ class Tool:
     output: Mapping[str, JsonType] = field(default_factory=dict)
     """The fields of its structured result and their JSON types. A field may be absent or null
     where the reply's state has no such fact (a running cell has no output yet)."""
+    starts_daemon: bool = False
+    """Its verbs start the workspace's daemon when none is live (they act); the others only look
+    at a live one, and without one say so and start nothing."""
 
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of the structured result (also every reply's one-time `notice`)."""

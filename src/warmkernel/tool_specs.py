@@ -113,6 +113,7 @@ TOOLS: tuple[Tool, ...] = (
             ),
         ),
         output=EXECUTION_REPLY,
+        starts_daemon=True,
     ),
     Tool(
         "python_status",
@@ -365,6 +366,7 @@ TOOLS: tuple[Tool, ...] = (
             ),
         ),
         output={"generation": "integer", "killed_execution": "integer"},
+        starts_daemon=True,
     ),
     Tool(
         "list_python_executions",
@@ -561,6 +563,7 @@ TOOLS: tuple[Tool, ...] = (
             "failure": "object",
             "status": "object",
         },
+        starts_daemon=True,
     ),
     Tool(
         "watch_notebook_file",
@@ -597,6 +600,7 @@ TOOLS: tuple[Tool, ...] = (
             "state": "string",
             "reasons": "array",
         },
+        starts_daemon=True,
     ),
 )
 

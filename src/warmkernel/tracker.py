@@ -3,8 +3,9 @@
 The tracker owns the record while it runs: it appends output, asks for and answers input,
 interrupts, and decides when the execution is over. An execution is over when the
 execute_reply *and* the idle status are in (output may trail the reply); a request cut short
-by an interrupt goes idle without replying, so idle alone ends it after a grace time. It talks
-back to the session only through the callbacks it was built with.
+by an interrupt goes idle without replying, so idle alone ends it after a grace time. A cell
+another client sent (`foreign`) replies to that client only: idle ends it, as its events say.
+It talks back to the session only through the callbacks it was built with.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class ExecutionTracker:
         on_finish: Callable[[ExecutionTracker], None],
         reply_after_idle_s: float = REPLY_AFTER_IDLE_S,
         input_settle_s: float = INPUT_SETTLE_S,
+        foreign: bool = False,
     ) -> None:
         self.record = record
         self.kernel = kernel
@@ -68,6 +70,7 @@ class ExecutionTracker:
         self._interrupts = 0
         self._reply: Reply | None = None
         self._idle = False
+        self._foreign = foreign
 
     def deliver(self, event: Event) -> None:
         record = self.record
@@ -98,6 +101,9 @@ class ExecutionTracker:
                 self._started = True
                 if self._interrupt_requested:
                     self.kernel.interrupt()
+            case Status(state="idle") if self._foreign:
+                self.finish(_state_of_foreign(record.error_name))
+                return
             case Status(state="idle"):
                 self._idle = True
                 if self._reply is None:
@@ -154,6 +160,13 @@ class ExecutionTracker:
 
 def _line(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
+
+
+def _state_of_foreign(error_name: str) -> ExecutionState:
+    """How a cell we saw only on IOPub ended: by the error it published, if any."""
+    if not error_name:
+        return ExecutionState.COMPLETED
+    return ExecutionState.INTERRUPTED if error_name == "KeyboardInterrupt" else ExecutionState.ERROR
 
 
 def _state_of(reply: Reply, interrupt_requested: bool) -> ExecutionState:

@@ -169,3 +169,26 @@ def test_start_serve_without_jupyter_server_says_how_to_install_it(cli: Cli) -> 
     assert done.stderr.startswith("warmkernel: serve_unavailable: ")
     assert "pip install 'warmkernel[serve]'" in done.stderr
     assert cli("sessions", "--json").stdout.strip() == "[]"
+
+
+def test_the_notebook_keeps_its_kernelspec_and_bytes_when_an_ide_opens_and_saves_it(cli: Cli) -> None:
+    path = cli.workspace / "nb.ipynb"
+    write_notebook(path, [("a", "x = 1")])
+    notebook = json.loads(path.read_text())
+    notebook["metadata"]["kernelspec"] = {"name": "myenv", "display_name": "My Env", "language": "python"}
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    started = cli("start", "--serve", "nb.ipynb")
+    assert started.returncode == 0, started.stdout + started.stderr
+    before = path.read_bytes()
+    with _rest(_descriptor(cli)["jupyter_url"]) as rest:
+        specs = rest.get("api/kernelspecs").json()
+        assert specs["default"] == "myenv"
+        assert specs["kernelspecs"]["myenv"]["spec"]["display_name"] == "My Env"
+        (session,) = rest.get("api/sessions").json()
+        assert session["kernel"]["name"] == "myenv"
+        # what an IDE does on open and save: read the model and write it back
+        model = rest.get("api/contents/nb.ipynb", params={"content": 1}).json()
+        saved = rest.put("api/contents/nb.ipynb", json={"type": "notebook", "content": model["content"]})
+        assert saved.status_code == 200, saved.text
+    assert path.read_bytes() == before
+    assert cli("stop").returncode == 0

@@ -161,15 +161,13 @@ def stop(args: argparse.Namespace) -> int:
 
 
 def _stop_kernel(args: argparse.Namespace) -> int:
-    """`stop --kernel NAME`: `stop-kernel NAME` on the live daemon (none is started for it)."""
+    """`stop --kernel NAME`: `stop-kernel NAME` (on a live daemon: none is started for it)."""
     if args.all:
         raise WarmkernelError("invalid_arguments", "--kernel stops one kernel of this workspace; drop --all")
-    descriptor = find_daemon(Path.cwd(), args.daemon)
-    if descriptor is None:
-        raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
     tool = TOOLS_BY_NAME["stop_python_kernel"]
-    verb = argparse.Namespace(tool=tool, tool_verb=tool.verbs[0], name=args.kernel, daemon=descriptor.id)
-    return run_tool_verb(argparse.Namespace(**(vars(args) | vars(verb))))
+    return run_tool_verb(
+        argparse.Namespace(**vars(args), tool=tool, tool_verb=tool.verbs[0], name=args.kernel)
+    )
 
 
 def forget(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.config import Settings, load_lifetime, load_summarizers
-from warmkernel.discovery import Descriptor, ensure_daemon
+from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
+from warmkernel.errors import WarmkernelError
 from warmkernel.workspace import resolve_workspace
 
 
@@ -272,6 +273,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if getattr(args, "save_outputs", None) is not None:
         given["save_outputs"] = args.save_outputs
     return Settings(jupyter_token=_jupyter_token(args), **given)
+
+
+def live_daemon(daemon_id: str | None) -> Descriptor:
+    """The live daemon named, else this workspace's; `daemon_not_found` (starting none) if there is none."""
+    descriptor = find_daemon(Path.cwd(), daemon_id)
+    if descriptor is None:
+        workspace = resolve_workspace(Path.cwd()).path
+        raise WarmkernelError(
+            "daemon_not_found",
+            f"no daemon serves {workspace}, so there is nothing to show (none was started); "
+            "`warmkernel run CODE` or `warmkernel start` starts one",
+        )
+    return descriptor
 
 
 def workspace_daemon(

@@ -58,13 +58,12 @@ class ExecutionRecord:
     end_reason: str = ""
     """Why a killed or died execution ended, e.g. `exit code 3` or `signal SIGKILL`."""
     patch_literals: int = 0
-    client: str = ""
-    """Who submitted the cell: an MCP client's name (`claude-code`), `cli`, or "" when unknown."""
     """How many Apply Patch literals were converted before the cell was sent."""
     cell_id: str | None = None
     """The id of the notebook cell this execution ran, if it was one (run_notebook_cells)."""
     client: str = ""
-    """The name of the client that submitted the cell, when it gave one."""
+    """Who submitted the cell: an MCP client's name (`claude-code`), `cli`, another client of the
+    kernel (`root (jupyter session 1a2b3c4d)`), or "" when unknown."""
     images_not_kept: int = 0
     """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
     _start: float = field(default_factory=time.monotonic)

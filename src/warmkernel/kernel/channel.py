@@ -4,7 +4,9 @@ Each Jupyter message is parsed here, exactly once, into a typed event; nothing p
 module indexes `msg["content"]`. A transport (the kernel's ZeroMQ sockets, or a Jupyter
 server's websocket) hands over every message with its channel name; the router delivers it to
 the inbox registered for its parent msg_id. Events for unknown parents are logged and dropped,
-so the wrong waiter never swallows a message.
+so the wrong waiter never swallows a message, except a cell another client of the kernel (an
+IDE, `jupyter console --existing`) sent: its `execute_input` is offered to `on_foreign`, whose
+inbox then gets that cell's events as if we had sent it.
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ class Reply:
 
 
 Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | InputRequest | Reply
+
+
+@dataclass(frozen=True)
+class ForeignCell:
+    """A cell another client of the kernel sent, as its `execute_input` shows it."""
+
+    code: str
+    session: str
+    """The sending client's Jupyter session id."""
+    username: str
 
 
 class Inbox(Protocol):
@@ -226,14 +238,19 @@ class KernelChannel:
         self._transport = transport
         self._messages = JupyterSession()  # builds headers; the transport signs or serializes
         self._inboxes: dict[MsgId, Inbox] = {}
+        self.on_foreign: Callable[[ForeignCell], Inbox | None] | None = None
+        """Offered each cell another client sent; the inbox it returns follows that cell."""
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Route what the kernel sends until cancelled."""
         await self._transport.run(self._route, task_status=task_status)
 
     def _route(self, channel: str, msg: Mapping[str, Any]) -> None:
-        parent = MsgId((msg.get("parent_header") or {}).get("msg_id", ""))
+        parent_header = msg.get("parent_header") or {}
+        parent = MsgId(parent_header.get("msg_id", ""))
         inbox = self._inboxes.get(parent)
+        if inbox is None and channel == "iopub" and msg["header"]["msg_type"] == "execute_input":
+            inbox = self._adopt(parent, parent_header, msg["content"])
         parse = _PARSERS.get(channel)
         if inbox is None or parse is None:
             log.debug("dropping %s on %s for unknown parent %r", msg["header"]["msg_type"], channel, parent)
@@ -241,6 +258,17 @@ class KernelChannel:
         event = parse(msg)
         if event is not None:
             inbox.deliver(event)
+
+    def _adopt(self, parent: MsgId, header: Mapping[str, Any], content: Mapping[str, Any]) -> Inbox | None:
+        if self.on_foreign is None or not parent:
+            return None
+        cell = ForeignCell(
+            str(content.get("code", "")), str(header.get("session", "")), str(header.get("username", ""))
+        )
+        inbox = self.on_foreign(cell)
+        if inbox is not None:
+            self._inboxes[parent] = inbox
+        return inbox
 
     def _send(self, channel: Literal["shell", "stdin"], msg_type: str, content: dict[str, Any]) -> MsgId:
         msg = self._messages.msg(msg_type, content)

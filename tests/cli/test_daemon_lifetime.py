@@ -157,9 +157,10 @@ def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> 
 
 def test_ten_concurrent_first_calls_start_one_daemon(cli: Cli) -> None:
     with ThreadPoolExecutor(10) as pool:
-        done = list(pool.map(lambda _: cli("status", "--json"), range(10)))
-    assert [d.returncode for d in done] == [0] * 10
-    assert {json.loads(d.stdout)["generation"] for d in done} == {1}
+        done = list(pool.map(lambda _: cli("run", "pass", "--json"), range(10)))
+    # each cell ran, or was busy behind another (exit 3); all in one kernel of one daemon
+    assert {d.returncode for d in done} <= {0, 3} and 0 in {d.returncode for d in done}
+    assert {json.loads(d.stdout).get("generation", 1) for d in done} == {1}
     assert len(json.loads(cli("sessions", "--json").stdout)) == 1
 
 
@@ -250,7 +251,7 @@ def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(c
     assert list((cli.workspace / "kept").rglob("journal.jsonl"))
     assert cli("start", "--idle-stop", "5").returncode == 0  # a live daemon: its own lifetime stands
     (cli.workspace / "pyproject.toml").write_text("[tool.warmkernel]\nidle_stop = -1\n")
-    refused = cli("status")
+    refused = cli("run", "1")
     assert refused.returncode == 2
     assert "pyproject.toml [tool.warmkernel] idle_stop must be a number of seconds >= 0" in refused.stderr
 

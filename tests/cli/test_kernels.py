@@ -46,6 +46,7 @@ def test_kernels_from_the_command_line(cli: Cli) -> None:
 def test_named_kernels_records_outlive_the_daemon(cli: Cli) -> None:
     assert cli("run", "--kernel", "train", "print('epoch 1')").returncode == 0
     assert cli("stop").returncode == 0
+    assert cli("start").returncode == 0
     listing = json.loads(cli("kernels", "--json").stdout)  # a new daemon, with the journal's kernels
     assert [(k["name"], k["state"], k["executions"]) for k in listing["kernels"]] == [
         ("main", "ready", 0),

@@ -134,6 +134,8 @@ class Session:
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
+        self._changed = anyio.Event()
+        """Set (and replaced) when an execution starts or ends, a kernel starts, or a notebook is bound."""
         self._journal = journal
         self._budget = OutputBudget(
             journal.output_directory if journal is not None else root.subdirectory("output"),
@@ -191,7 +193,20 @@ class Session:
 
     # -- kernel lifecycle ---------------------------------------------------------------
 
+    def _announce(self) -> None:
+        """Wake those waiting in `changed` (the console page)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def changed(self) -> None:
+        """Return at the next change: an execution started or ended, a kernel started, a notebook was bound.
+
+        Output is not a change here: a watcher of a running cell reads it at its own pace.
+        """
+        await self._changed.wait()
+
     def _begin_kernel_start(self) -> None:
+        self._announce()
         self._generation = Generation(self._generation + 1)
         if self._notebook is not None:
             self._notebook.forget_kernel(self._generation)
@@ -220,6 +235,7 @@ class Session:
             self._tg.start_soon(self._watch_exit, kernel)
         finally:
             ready.set()
+            self._announce()
 
     async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()
@@ -298,6 +314,7 @@ class Session:
             self._journal.finished(tracker.record)
         if self._running is tracker:
             self._running = None
+        self._announce()
 
     async def submit(
         self, source: str, *, cell: NotebookCell | None = None, client: str = ""
@@ -342,6 +359,7 @@ class Session:
             if self._journal is not None:
                 self._journal.started(record)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
+        self._announce()
         return record
 
     def select(self, execution: int | None) -> ExecutionRecord:
@@ -556,7 +574,14 @@ class Session:
         self._notebook = NotebookBinding(path, shown, self._generation)
         if self.on_notebook_change is not None:
             self.on_notebook_change(path)
+        self._announce()
         return self._notebook
+
+    @property
+    def bound_notebook(self) -> str | None:
+        """The bound notebook's path as the tools take it, unless a reset released it."""
+        binding = self._notebook
+        return binding.shown if binding is not None and not binding.released else None
 
     def _bound(self) -> NotebookBinding:
         assert self._notebook is not None, "notebook cells run only in a bound session"

@@ -1,11 +1,13 @@
-"""Verbs about daemons rather than tool calls: list, start and stop them, and `init`."""
+"""Verbs about daemons rather than tool calls: list, start and stop them, their console page, and `init`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -170,6 +172,39 @@ def forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def view(args: argparse.Namespace) -> int:
+    """Print (and open in a browser, if there is one) a link to the daemon's console page."""
+    descriptor, _ = workspace_daemon(args)
+    endpoint = {"host": args.host, "port": args.port, "allowed_hosts": args.allowed_host}
+    sock, answer = open_socket(descriptor, "view", view=endpoint)
+    sock.close()
+    url = answer["url"]
+    opened = not args.no_open and _open_browser(url)
+    if args.json:
+        print(json.dumps({"url": url, "opened": opened, "daemon": descriptor.id}))
+        return EXIT_OK
+    print(url)
+    if opened:
+        print(
+            "warmkernel: opened in your browser; the link works once (`warmkernel view` prints another)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _open_browser(url: str) -> bool:
+    """Open `url` where a graphical browser can be (or $BROWSER names one); False where none can."""
+    graphical = sys.platform == "darwin" or any(
+        os.environ.get(name) for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")
+    )
+    if not graphical:  # a text browser would take over this terminal
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
 def init(args: argparse.Namespace) -> int:
     changes = init_project(Path.cwd())
     if args.json:
@@ -189,5 +224,6 @@ LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "start": start,
     "stop": stop,
     "forget": forget,
+    "view": view,
     "init": init,
 }

@@ -66,6 +66,7 @@ class VirtualList {
     this.rows = new Map();
     this.generation = 0; // bumps on reset: answers to older fetches are ignored
     this.loading = null;
+    this.seq = 0;
     this.stickToEnd = false;
     this.scheduled = false;
     viewport.addEventListener("scroll", () => {
@@ -84,8 +85,9 @@ class VirtualList {
     this.layout();
   }
 
+  // New extent; rows from `invalidateFrom` on may have changed: they stay shown until fetched again.
   update(total, tall, { invalidateFrom = total } = {}) {
-    for (const index of [...this.rows.keys()]) if (index >= invalidateFrom) this.rows.delete(index);
+    for (const [index, row] of this.rows) if (index >= invalidateFrom) row.stale = true;
     const stick = this.stickToEnd;
     this.total = total;
     this.tall = tall;
@@ -94,9 +96,8 @@ class VirtualList {
   }
 
   invalidate() {
-    this.generation += 1;
+    for (const row of this.rows.values()) row.stale = true;
     this.loading = null;
-    this.rows.clear();
     this.schedule();
   }
 
@@ -195,7 +196,7 @@ class VirtualList {
     let missing = false;
     for (let index = first; index < last; index += 1) {
       const row = this.rows.get(index);
-      if (row === undefined) missing = true;
+      if (row === undefined || row.stale) missing = true;
       const node = this.renderRow(row, index);
       node.dataset.index = String(index);
       frag.appendChild(node);
@@ -213,11 +214,15 @@ class VirtualList {
     if (this.loading === key) return;
     this.loading = key;
     const generation = this.generation;
+    const seq = ++this.seq; // an answer never replaces rows a later request brought
     this.fetchRows(lo, hi).then((rows) => {
       if (generation !== this.generation) return;
-      this.loading = null;
+      if (this.loading === key) this.loading = null;
       if (this.rows.size > 8 * CHUNK) this.rows.clear();
-      rows.forEach((row, i) => this.rows.set(lo + i, row));
+      rows.forEach((row, i) => {
+        const known = this.rows.get(lo + i);
+        if (known === undefined || known.seq < seq) this.rows.set(lo + i, Object.assign(row, { seq }));
+      });
       this.schedule();
     }).catch(() => {
       if (generation === this.generation) this.loading = null;
@@ -236,6 +241,7 @@ const page = {
   detailAt: 0, // when they were fetched (ms)
   highlight: null, // the output line a search result pointed at
   idleKey: null, // what the variables and the notebook were last fetched for
+  idleSeq: 0, // the latest of their refreshes
   refreshing: false, // a refresh of the selected execution is in flight
   refreshAgain: false, // and another was asked for meanwhile
 };
@@ -440,21 +446,26 @@ function showResults(result) {
 // -- variables and notebook (fetched when the kernel is idle) ------------------------------------
 
 async function refreshIdle(facts) {
+  const seq = ++page.idleSeq; // a later refresh wins over one that answers late
   try {
-    showVariables(await getJSON(api("/variables")));
+    const listing = await getJSON(api("/variables"));
+    if (seq === page.idleSeq) showVariables(listing);
   } catch (error) {
+    if (seq !== page.idleSeq) return;
     $("variables-note").textContent = error.code === "busy" ? "(a cell runs; shown when it ends)" : "";
     if (error.code !== "busy") $("variables").replaceChildren(el("div", "error", error.message));
   }
+  if (seq !== page.idleSeq) return;
   if (!facts.notebook) {
     $("notebook-name").textContent = "";
     $("notebook").replaceChildren(el("div", "muted", "no notebook is bound"));
     return;
   }
   try {
-    showNotebook(await getJSON(api("/notebook")));
+    const view = await getJSON(api("/notebook"));
+    if (seq === page.idleSeq) showNotebook(view);
   } catch (error) {
-    $("notebook").replaceChildren(el("div", "error", error.message));
+    if (seq === page.idleSeq) $("notebook").replaceChildren(el("div", "error", error.message));
   }
 }
 

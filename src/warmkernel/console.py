@@ -42,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 from warmkernel.http_transport import Endpoint, security_settings, serve_asgi
-from warmkernel.present.console import execution_detail, execution_page, kernel_facts, output_window
+from warmkernel.present.console import execution_detail, execution_page, image, kernel_facts, output_window
 from warmkernel.present.notebook import notebook_status_reply
 from warmkernel.present.reads import dropped_reply, search_reply
 from warmkernel.present.status import interrupt_reply
@@ -163,10 +163,10 @@ class _Guard:
         return None
 
 
-def build_app(kernels: Kernels, access: Access, endpoint: Endpoint) -> ASGIApp:
-    """The page's routes behind the guard."""
+def routes(kernels: Kernels) -> list[Route]:
+    """Every route of the page, over these kernels."""
     api = _Api(kernels)
-    routes = [
+    return [
         Route("/", _page),
         Route("/static/{name}", _static),
         Route("/events", api.events),
@@ -179,7 +179,11 @@ def build_app(kernels: Kernels, access: Access, endpoint: Endpoint) -> ASGIApp:
         Route("/api/kernels/{kernel}/notebook", api.notebook),
         Route("/api/kernels/{kernel}/interrupt", api.interrupt, methods=["POST"]),
     ]
-    return _Guard(Starlette(routes=routes), access, endpoint)
+
+
+def build_app(kernels: Kernels, access: Access, endpoint: Endpoint) -> ASGIApp:
+    """The page's routes behind the guard."""
+    return _Guard(Starlette(routes=routes(kernels)), access, endpoint)
 
 
 async def _page(request: Request) -> Response:
@@ -285,13 +289,13 @@ class _Api:
             record = self._session(request).select(request.path_params["n"])
         except WarmkernelError as exc:
             return _error(exc)
-        images = record.displays.images
-        if record.output.dropped or not 1 <= ordinal <= len(images):
+        found = image(record, ordinal)
+        if found is None:
             return PlainTextResponse(
                 f"404 Not Found: execution {record.number} has no image {ordinal}\n", 404
             )
-        stored = images.images[ordinal - 1]
-        return Response(images.read(ordinal), media_type=stored.mime)
+        mime, data = found
+        return Response(data, media_type=mime)
 
     async def search(self, request: Request) -> Response:
         """The search of `search_python_output`, with the same checks, on the combined stream."""

@@ -85,19 +85,17 @@ def page(browser: Any, daemon_cli: Cli) -> Iterator[Any]:
 
 def _sample_paths() -> list[tuple[str, str]]:
     """Every route of the page, as (method, path) with sample values in its parameters."""
-    from warmkernel.console import Access, build_app
-    from warmkernel.http_transport import Endpoint
+    from warmkernel.console import routes
 
-    app = build_app(dict, Access("c"), Endpoint("127.0.0.1", 1, "/", ""))
     samples = {"{kernel}": "main", "{n:int}": "1", "{ordinal:int}": "1", "{name}": "console.js"}
     queries = {"/search": "?query=routes", "/lines": "?start=0&stop=5"}
     paths = []
-    for route in app.app.routes:  # the guard wraps the Starlette app
+    for route in routes(dict):
         path = route.path
         for pattern, value in samples.items():
             path = path.replace(pattern, value)
         path += next((query for end, query in queries.items() if path.endswith(end)), "")
-        paths.extend((method, path) for method in sorted(route.methods - {"HEAD"}))
+        paths.extend((method, path) for method in sorted((route.methods or set()) - {"HEAD"}))
     return paths
 
 

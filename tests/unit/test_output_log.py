@@ -50,7 +50,7 @@ class Reference:
         *done, self.open[stream] = (self.open[stream] + text).split("\n")
         self.completed[stream] += done
         self.combined += done
-        self.combined_streams += [stream] * len(done)
+        self.combined_streams.extend(stream for _ in done)
         if stream in self.written:
             self.written.remove(stream)
         self.written.append(stream)

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 from warmkernel.cli.exits import EXIT_OK, exit_status
-from warmkernel.cli.options import state_dir_of, workspace_daemon
+from warmkernel.cli.options import chosen_daemon, state_dir_of, workspace_daemon
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
@@ -174,7 +174,7 @@ def forget(args: argparse.Namespace) -> int:
 
 def view(args: argparse.Namespace) -> int:
     """Print (and open in a browser, if there is one) a link to the daemon's console page."""
-    descriptor, _ = workspace_daemon(args)
+    descriptor = chosen_daemon(args)
     endpoint = {"host": args.host, "port": args.port, "allowed_hosts": args.allowed_host}
     sock, answer = open_socket(descriptor, "view", view=endpoint)
     sock.close()

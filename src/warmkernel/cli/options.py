@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.config import Settings, load_lifetime, load_summarizers
-from warmkernel.discovery import Descriptor, ensure_daemon
+from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.workspace import resolve_workspace
 
 
@@ -272,3 +272,12 @@ def workspace_daemon(
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]
     return ensure_daemon(workspace.path, flags, daemon_environment(args), asked_kernel_options(args))
+
+
+def chosen_daemon(args: argparse.Namespace) -> Descriptor:
+    """The daemon `--daemon` names, else the workspace's (started if there is none)."""
+    if getattr(args, "daemon", None) is not None:
+        descriptor = find_daemon(Path.cwd(), args.daemon)
+        assert descriptor is not None, "find_daemon raises for an id that is not live"
+        return descriptor
+    return workspace_daemon(args)[0]

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from warmkernel.cli.exits import exit_status
-from warmkernel.cli.options import workspace_daemon
+from warmkernel.cli.options import chosen_daemon
 from warmkernel.client import open_daemon
-from warmkernel.discovery import find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.tool_params import Param, Tool, Verb
@@ -110,11 +109,7 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
 def run_tool_verb(args: argparse.Namespace) -> int:
     """Call the verb's tool on the workspace's daemon (started if there is none) and print the reply."""
     tool, arguments = _tool_call(args)
-    if args.daemon is not None:
-        descriptor = find_daemon(Path.cwd(), args.daemon)
-        assert descriptor is not None, "find_daemon raises for an id that is not live"
-    else:
-        descriptor, _ = workspace_daemon(args)
+    descriptor = chosen_daemon(args)
     live_line = tool.name == RUN and sys.stdout.isatty() and not args.json
     with open_daemon(descriptor) as client, _elapsed_line(enabled=live_line):
         outcome = client.call_tool(tool.name, arguments)

@@ -119,3 +119,12 @@ def output_window(record: ExecutionRecord, lo: int, hi: int) -> dict[str, Any]:
             line["folded"] = True
         lines.append(line)
     return facts | {"start": lo, "lines": lines}
+
+
+def image(record: ExecutionRecord, ordinal: int) -> tuple[str, bytes] | None:
+    """The MIME type and bytes of image `ordinal` (1-based); None when there is no such image (or
+    no longer: dropped with the output, or not kept across a restart)."""
+    images = record.displays.images
+    if record.output.dropped or not 1 <= ordinal <= len(images):
+        return None
+    return images.images[ordinal - 1].mime, images.read(ordinal)

@@ -28,14 +28,13 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp.server.transport_security import TransportSecurityMiddleware
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -98,15 +97,9 @@ class Access:
         return cookie
 
     def admits(self, cookie_header: str) -> bool:
-        cookies = SimpleCookie()
-        try:
-            cookies.load(cookie_header)
-        except Exception:  # a malformed header admits nobody
-            return False
-        morsel = cookies.get(self.cookie_name)
-        return morsel is not None and any(
-            secrets.compare_digest(morsel.value, known) for known in self.sessions
-        )
+        # Starlette's lenient parser: other sites' odd cookies on this host must not hide ours.
+        given = cookie_parser(cookie_header).get(self.cookie_name, "")
+        return any(secrets.compare_digest(given, known) for known in self.sessions)
 
 
 class _Guard:

@@ -146,6 +146,11 @@ def test_the_link_works_once_and_without_its_cookie_every_route_is_refused(daemo
         assert allowed.status_code == 200 and allowed.json() == {"status": "idle", "execution": None}
         assert browser.get("/", headers={"host": "evil.example"}).status_code == 421
 
+    beyond_loopback = daemon_cli("view", "--no-open", "--host", "0.0.0.0")
+    assert beyond_loopback.returncode == 2 and "--allowed-host" in beyond_loopback.stderr
+    elsewhere = daemon_cli("view", "--no-open", "--port", "1")
+    assert elsewhere.returncode == 2 and f"already listens at {base}" in elsewhere.stderr
+
 
 def test_view_opens_the_link_in_the_browser_that_BROWSER_names(daemon_cli: Cli, tmp_path: Path) -> None:
     opener = tmp_path / "opener"

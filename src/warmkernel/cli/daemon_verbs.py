@@ -178,7 +178,14 @@ def view(args: argparse.Namespace) -> int:
     endpoint = {"host": args.host, "port": args.port, "allowed_hosts": args.allowed_host}
     sock, answer = open_socket(descriptor, "view", view=endpoint)
     sock.close()
-    url = answer["url"]
+    url = answer.get("url")
+    if url is None:  # a daemon older than the console page took us for an MCP client
+        raise WarmkernelError(
+            "daemon_error",
+            f"daemon {descriptor.id} runs warmkernel {answer.get('version', 'of an unknown version')}, "
+            "which serves no console page; `warmkernel stop` it (its records are kept) and run "
+            "`warmkernel view` again",
+        )
     opened = not args.no_open and _open_browser(url)
     if args.json:
         print(json.dumps({"url": url, "opened": opened, "daemon": descriptor.id}))

@@ -2,7 +2,8 @@
 
 Every client reaches it through its Unix socket (`socket_face`): a host's `warmkernel mcp` is a
 relay that copies bytes, a CLI verb is a short MCP session, `warmkernel serve` asks it to open a
-public Streamable HTTP endpoint for as long as it runs. The daemon advertises itself in a
+public Streamable HTTP endpoint for as long as it runs, `warmkernel view` for the URL of its console
+page (served from the first such request to the daemon's end). The daemon advertises itself in a
 descriptor (`discovery`), and lives on when its clients go: it stops on `warmkernel stop`, or by
 itself once it has had no client and no running cell for its `idle_stop` time.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 
 from warmkernel import __version__
 from warmkernel.config import Settings
@@ -38,6 +40,7 @@ from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
 if TYPE_CHECKING:
+    from warmkernel.console import Console
     from warmkernel.http_transport import Endpoint
     from warmkernel.socket_face import Hello, SocketFace
 
@@ -105,13 +108,14 @@ async def _serve(
         )
         daemon = _Daemon(kernels, descriptor, write_descriptor(descriptor))
         kernels.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
-        face: SocketFace = socket_face.SocketFace(kernels, daemon.status, daemon.serve_public)
+        face: SocketFace = socket_face.SocketFace(kernels, daemon.status, daemon.serve_public, daemon.view)
         daemon.face = face
         try:
             if options.ready_fd is not None:
                 os.write(options.ready_fd, f"{descriptor.id}\n".encode())
                 os.close(options.ready_fd)
             async with listener, anyio.create_task_group() as tg:
+                daemon.tg = tg
                 tg.start_soon(face.listen, listener)
                 await daemon.until_idle(options.idle_stop_s)
                 tg.cancel_scope.cancel()
@@ -127,6 +131,9 @@ class _Daemon:
     descriptor: Descriptor
     descriptor_path: Path
     face: SocketFace | None = None
+    tg: anyio.abc.TaskGroup | None = None
+    """Where the daemon's own servers run (the console page), set once it serves."""
+    console: Console | None = None
     quiet_since: float = field(default_factory=time.monotonic)
     """When the last client left or the last cell ended (monotonic)."""
 
@@ -198,6 +205,53 @@ class _Daemon:
                 await closed
             finally:
                 self.advertise(public_url=None, public_token=None)
+
+    async def view(self, hello: Hello) -> Mapping[str, Any]:
+        """`warmkernel view`: the console page's URL with a new one-time token; the page is served
+        from the first request on, on the endpoint it names, until the daemon ends."""
+        from warmkernel.console import open_console, serve_console  # uvicorn: only once asked for
+        from warmkernel.http_transport import bind
+
+        assert self.tg is not None, "the daemon serves before any hello arrives"
+        try:
+            endpoint = _view_endpoint(hello.view)
+            if self.console is None:
+                sock = bind(endpoint.host, endpoint.port)
+                self.console = open_console(replace(endpoint, port=sock.getsockname()[1]))
+                self.tg.start_soon(serve_console, self.console, self.kernels.by_name, sock)
+                self.advertise(console_url=self.console.endpoint.url)
+            else:
+                _check_same_console(self.console.endpoint, endpoint)
+        except WarmkernelError as exc:
+            return {"ok": False, "error": {"code": exc.code, "message": exc.message}}
+        return {"ok": True, "version": __version__, "url": self.console.url()}
+
+
+def _view_endpoint(spec: Mapping[str, Any]) -> Endpoint:
+    """Where a `view` hello asks the console to listen; refused beyond loopback without allowed Host names."""
+    from warmkernel.http_transport import Endpoint, check_bind
+
+    try:
+        allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
+        endpoint = Endpoint(str(spec.get("host", "127.0.0.1")), int(spec.get("port", 0)), "/", "", allowed)
+    except (TypeError, ValueError) as exc:
+        raise WarmkernelError("invalid_arguments", f"the view hello is malformed: {exc}") from exc
+    check_bind(endpoint.host, endpoint.allowed_hosts)
+    return endpoint
+
+
+def _check_same_console(running: Endpoint, asked: Endpoint) -> None:
+    """A console already listens: another address cannot be asked for while the daemon lives."""
+    if (
+        asked.host != running.host
+        or asked.port not in (0, running.port)
+        or (asked.allowed_hosts and asked.allowed_hosts != running.allowed_hosts)
+    ):
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"this daemon's console page already listens at {running.url}; run `warmkernel view` "
+            "without --host, --port and --allowed-host, or `warmkernel stop` the daemon to move it",
+        )
 
 
 def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:

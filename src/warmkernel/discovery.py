@@ -57,6 +57,8 @@ class Descriptor:
     """For `start --serve`: the owned Jupyter Server's URL with its token (what VS Code takes)."""
     jupyter_lab_url: str | None = None
     """For `start --serve` with JupyterLab installed: the page (of the notebook) to open in a browser."""
+    console_url: str | None = None
+    """Once `warmkernel view` asked for it: where the console page listens (a link needs a token)."""
 
     def describe(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))

@@ -97,12 +97,13 @@ def check_bind(host: str, allowed_hosts: Sequence[str]) -> None:
         )
 
 
-def _security(host: str, allowed_hosts: Sequence[str]) -> TransportSecuritySettings:
-    hosts = [f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")]
-    origins = [f"http://{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")]
+def security_settings(allowed_hosts: Sequence[str], port: str = "*") -> TransportSecuritySettings:
+    """The Host/Origin guard: loopback names and `allowed_hosts`, on `port` (`*`: any port)."""
+    hosts = [f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
+    origins = [f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
     for name in allowed_hosts:
-        hosts.append(name if ":" in name else f"{name}:*")
-        origins.append(f"http://{name}" if ":" in name else f"http://{name}:*")
+        hosts.append(name if ":" in name else f"{name}:{port}")
+        origins.append(f"http://{name}" if ":" in name else f"http://{name}:{port}")
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
@@ -132,19 +133,12 @@ class _Uvicorn(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serve_http(
-    kernels: Kernels, sock: socket.socket, endpoint: Endpoint, options: Mapping[str, Any] | None = None
-) -> AsyncIterator[Endpoint]:
-    """Serve the tools on `sock` while the block runs, with these reply options (see `build_server`);
-    yields the endpoint actually bound."""
-    port = sock.getsockname()[1]
-    bound = Endpoint(endpoint.host, port, endpoint.path, endpoint.token, endpoint.allowed_hosts)
-    app = build_server(kernels, options).streamable_http_app(
-        streamable_http_path=endpoint.path,
-        transport_security=_security(endpoint.host, endpoint.allowed_hosts),
-        host=endpoint.host,
-    )
-    config = uvicorn.Config(BearerAuth(app, endpoint.token), log_level="warning", lifespan="on")
+async def serve_asgi(
+    app: ASGIApp, sock: socket.socket, *, graceful_s: int | None = None
+) -> AsyncIterator[None]:
+    """Serve an ASGI app on `sock` while the block runs; on exit, wait at most `_SHUTDOWN_S` for it
+    to stop (`graceful_s`: how long open requests, e.g. event streams, get to end)."""
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=graceful_s)
     server = _Uvicorn(config)
     stopped = anyio.Event()
 
@@ -157,9 +151,26 @@ async def serve_http(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         try:
-            yield bound
+            yield
         finally:
             server.should_exit = True
             with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_S):
                 await stopped.wait()
             server.force_exit = True
+
+
+@contextlib.asynccontextmanager
+async def serve_http(
+    kernels: Kernels, sock: socket.socket, endpoint: Endpoint, options: Mapping[str, Any] | None = None
+) -> AsyncIterator[Endpoint]:
+    """Serve the tools on `sock` while the block runs, with these reply options (see `build_server`);
+    yields the endpoint actually bound."""
+    port = sock.getsockname()[1]
+    bound = Endpoint(endpoint.host, port, endpoint.path, endpoint.token, endpoint.allowed_hosts)
+    app = build_server(kernels, options).streamable_http_app(
+        streamable_http_path=endpoint.path,
+        transport_security=security_settings(endpoint.allowed_hosts),
+        host=endpoint.host,
+    )
+    async with serve_asgi(BearerAuth(app, endpoint.token), sock):
+        yield bound

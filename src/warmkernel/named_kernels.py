@@ -116,10 +116,9 @@ class Kernels:
     def main(self) -> Session:
         return self._sessions[MAIN_KERNEL]
 
-    @property
-    def sessions(self) -> list[Session]:
-        """Every kernel's session, live or stopped, `main` first."""
-        return list(self._sessions.values())
+    def by_name(self) -> dict[str, Session]:
+        """Every kernel's session by name, `main` first (live or stopped)."""
+        return dict(self._sessions)
 
     def running(self) -> ExecutionRecord | None:
         """A cell running in any kernel, else None."""
@@ -165,7 +164,7 @@ class Kernels:
                 info := session.kernel_info(),
                 len(session.records),
                 session.running,
-                session.notebook_shown,
+                session.bound_notebook,
                 session.idle_s(),
                 _memory(info.place.pid) if info.state == "ready" else None,
             )
@@ -212,7 +211,7 @@ class Kernels:
         for suffix in ("", *(f"-{n}" for n in range(2, 1000))):
             name = base[: 32 - len(suffix)] + suffix
             session = self._sessions.get(name)
-            if session is None or session.notebook_path is None:
+            if session is None or not session.has_notebook:
                 return name
         raise WarmkernelError("too_many_kernels", f"no free kernel name for {path.name}")
 

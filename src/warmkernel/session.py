@@ -133,6 +133,8 @@ class Session:
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
+        self._changed = anyio.Event()
+        """Set (and replaced) when an execution starts or ends, a kernel starts, or a notebook is bound."""
         self._journal = journal
         self._budget = OutputBudget(
             journal.output_directory if journal is not None else root.subdirectory(f"output-{name}"),
@@ -199,7 +201,20 @@ class Session:
             self.stopped = None
             self._begin_kernel_start()
 
+    def _announce(self) -> None:
+        """Wake those waiting in `changed` (the console page)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def changed(self) -> None:
+        """Return at the next change: an execution started or ended, a kernel started, a notebook was bound.
+
+        Output is not a change here: a watcher of a running cell reads it at its own pace.
+        """
+        await self._changed.wait()
+
     def _begin_kernel_start(self) -> None:
+        self._announce()
         self._generation = Generation(self._generation + 1)
         if self._notebook is not None:
             self._notebook.forget_kernel(self._generation)
@@ -229,6 +244,7 @@ class Session:
             self._tg.start_soon(self._watch_exit, kernel)
         finally:
             ready.set()
+            self._announce()
 
     async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()
@@ -331,6 +347,7 @@ class Session:
         self._last_used = time.monotonic()
         if self._running is tracker:
             self._running = None
+        self._announce()
 
     async def submit(
         self, source: str, *, cell: NotebookCell | None = None, client: str = ""
@@ -375,6 +392,7 @@ class Session:
             if self._journal is not None:
                 self._journal.started(record)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
+        self._announce()
         return record
 
     def _adopt(self, kernel: Kernel, cell: ForeignCell) -> ExecutionTracker | None:
@@ -631,14 +649,9 @@ class Session:
         return cell_id, shown_path(self.workspace.path, target)
 
     @property
-    def notebook_path(self) -> Path | None:
-        """The notebook this kernel was bound to (also after a reset released it), if any."""
-        return self._notebook.path if self._notebook is not None else None
-
-    @property
-    def notebook_shown(self) -> str | None:
-        """The bound notebook as shown, relative to the workspace."""
-        return self._notebook.shown if self._notebook is not None else None
+    def has_notebook(self) -> bool:
+        """Whether a notebook was ever bound to this kernel (also one a reset released since)."""
+        return self._notebook is not None
 
     def is_bound_to(self, path: Path) -> bool:
         return self._notebook is not None and self._notebook.is_for(path)
@@ -654,7 +667,14 @@ class Session:
         self._notebook = NotebookBinding(path, shown, self._generation)
         if self.on_notebook_change is not None:
             self.on_notebook_change(path)
+        self._announce()
         return self._notebook
+
+    @property
+    def bound_notebook(self) -> str | None:
+        """The bound notebook's path as the tools take it, unless a reset released it."""
+        binding = self._notebook
+        return binding.shown if binding is not None and not binding.released else None
 
     def _bound(self) -> NotebookBinding:
         assert self._notebook is not None, "notebook cells run only in a bound session"

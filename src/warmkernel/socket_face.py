@@ -2,14 +2,16 @@
 
 A connection opens with a hello, one line of JSON (with the client's version, and in `note` what
 its replies should tell it, e.g. that the versions differ), which the daemon answers with one line:
-  {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status", "options": {...}, "serve": {...},
-   "note": TEXT}
+  {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status"|"view", "options": {...},
+   "serve": {...}, "view": {...}, "note": TEXT}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
 JSON-RPC message a line, so a relay only copies bytes. `options` are the client's reply options
 (its kernel options were checked against the daemon's descriptor before it connected).
 A `status` hello gets the daemon's state and the connection ends; a `serve` hello opens the
-public Streamable HTTP endpoint it names for as long as the connection stays open.
+public Streamable HTTP endpoint it names for as long as the connection stays open. A `view` hello
+gets the URL of the daemon's console page (opened on first use, on the endpoint `view` names, and
+kept for the daemon's life) with a new one-time token, and the connection ends.
 Unknown fields are ignored, so clients and daemons of other versions still understand each other.
 """
 
@@ -56,6 +58,7 @@ class Hello:
     client: str
     options: dict[str, Any] = field(default_factory=dict)
     serve: dict[str, Any] = field(default_factory=dict)
+    view: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     """What the client has to be told about itself in its replies, e.g. that its version differs."""
 
@@ -79,6 +82,7 @@ class Hello:
             data["client"],
             dict(options),
             dict(data.get("serve") or {}),
+            dict(data.get("view") or {}),
             str(data.get("note") or ""),
         )
 
@@ -86,6 +90,8 @@ class Hello:
 Status = Callable[[], Mapping[str, Any]]
 Serve = Callable[[Hello, Callable[[Mapping[str, Any]], Awaitable[None]], Awaitable[None]], Awaitable[None]]
 """Serves a `serve` hello: (hello, answer, closed), where `closed` ends when the client leaves."""
+View = Callable[[Hello], Awaitable[Mapping[str, Any]]]
+"""Answers a `view` hello: the console page's URL, or a refusal."""
 
 
 @dataclass
@@ -95,6 +101,7 @@ class SocketFace:
     kernels: Kernels
     status: Status
     serve: Serve
+    view: View
     clients: int = 0
     changed: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) whenever the number of clients changes."""
@@ -114,6 +121,9 @@ class SocketFace:
                 return
             if hello.client == "status":
                 await _answer(stream, {"ok": True, "version": __version__, **self.status()})
+                return
+            if hello.client == "view":
+                await _answer(stream, await self.view(hello))
                 return
             self._count(+1)
             try:

@@ -43,12 +43,14 @@ class Reference:
     )
     open: dict[StreamName, str] = field(default_factory=lambda: dict.fromkeys(APPENDABLE_STREAMS, ""))
     combined: list[str] = field(default_factory=list)
+    combined_streams: list[StreamName] = field(default_factory=list)
     written: list[StreamName] = field(default_factory=list)
 
     def append(self, stream: StreamName, text: str) -> None:
         *done, self.open[stream] = (self.open[stream] + text).split("\n")
         self.completed[stream] += done
         self.combined += done
+        self.combined_streams.extend(stream for _ in done)
         if stream in self.written:
             self.written.remove(stream)
         self.written.append(stream)
@@ -59,6 +61,10 @@ class Reference:
                 self.completed[stream].append(self.open[stream])
                 self.combined.append(self.open[stream])
                 self.open[stream] = ""
+
+    def origins(self) -> list[StreamName]:
+        """The stream of each line of combined."""
+        return self.combined_streams + [s for s in self.written if self.open[s]]
 
     def lines(self, stream: ReadableStream) -> list[str]:
         if stream == "combined":
@@ -226,6 +232,18 @@ def test_combined_order_with_interleaved_streams_and_open_lines(
     appends: list[tuple[StreamName, str]], expected: list[str]
 ) -> None:
     assert everything(log_of(*appends), "combined") == expected
+
+
+@given(appends, st.integers(0, 40), st.integers(0, 40))
+def test_origins_name_the_stream_of_every_combined_line_in_any_range(
+    appended: list[tuple[StreamName, str]], start: int, stop: int
+) -> None:
+    log, reference = OutputLog(), Reference()
+    for stream, text in appended:
+        log.append(stream, text)
+        reference.append(stream, text)
+    expanded = [stream for stream, count in log.origins(start, stop) for _ in range(count)]
+    assert expanded == reference.origins()[start:stop]
 
 
 def test_close_turns_open_lines_into_completed_lines_in_combined_order() -> None:

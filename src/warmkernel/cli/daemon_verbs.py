@@ -1,11 +1,13 @@
-"""Verbs about daemons rather than tool calls: list, start and stop them, and `init`."""
+"""Verbs about daemons rather than tool calls: list, start and stop them, their console page, and `init`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+import webbrowser
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import psutil
 
 from warmkernel.cli.exits import EXIT_OK, exit_status
-from warmkernel.cli.options import state_dir_of, workspace_daemon
+from warmkernel.cli.options import chosen_daemon, state_dir_of, workspace_daemon
 from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
@@ -193,6 +195,46 @@ def forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def view(args: argparse.Namespace) -> int:
+    """Print (and open in a browser, if there is one) a link to the daemon's console page."""
+    descriptor = chosen_daemon(args)
+    endpoint = {"host": args.host, "port": args.port, "allowed_hosts": args.allowed_host}
+    sock, answer = open_socket(descriptor, "view", view=endpoint)
+    sock.close()
+    url = answer.get("url")
+    if url is None:  # a daemon older than the console page took us for an MCP client
+        raise WarmkernelError(
+            "daemon_error",
+            f"daemon {descriptor.id} runs warmkernel {answer.get('version', 'of an unknown version')}, "
+            "which serves no console page; `warmkernel stop` it (its records are kept) and run "
+            "`warmkernel view` again",
+        )
+    opened = not args.no_open and _open_browser(url)
+    if args.json:
+        print(json.dumps({"url": url, "opened": opened, "daemon": descriptor.id}))
+        return EXIT_OK
+    print(url)
+    if opened:
+        print(
+            "warmkernel: opened in your browser; the link works once (`warmkernel view` prints another)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _open_browser(url: str) -> bool:
+    """Open `url` where a graphical browser can be (or $BROWSER names one); False where none can."""
+    graphical = sys.platform == "darwin" or any(
+        os.environ.get(name) for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")
+    )
+    if not graphical:  # a text browser would take over this terminal
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
 def init(args: argparse.Namespace) -> int:
     changes = init_project(Path.cwd())
     if args.json:
@@ -212,5 +254,6 @@ LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "start": start,
     "stop": stop,
     "forget": forget,
+    "view": view,
     "init": init,
 }

@@ -275,19 +275,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(jupyter_token=_jupyter_token(args), **given)
 
 
-def live_daemon(daemon_id: str | None) -> Descriptor:
-    """The live daemon named, else this workspace's; `daemon_not_found` (starting none) if there is none."""
-    descriptor = find_daemon(Path.cwd(), daemon_id)
-    if descriptor is None:
-        workspace = resolve_workspace(Path.cwd()).path
-        raise WarmkernelError(
-            "daemon_not_found",
-            f"no daemon serves {workspace}, so there is nothing to show (none was started); "
-            "`warmkernel run CODE` or `warmkernel start` starts one",
-        )
-    return descriptor
-
-
 def workspace_daemon(
     args: argparse.Namespace, extra_flags: list[str] | None = None
 ) -> tuple[Descriptor, bool]:
@@ -302,3 +289,20 @@ def workspace_daemon(
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]
     return ensure_daemon(workspace.path, flags, daemon_environment(args), asked_kernel_options(args))
+
+
+def chosen_daemon(args: argparse.Namespace, *, start: bool = True) -> Descriptor:
+    """The daemon `--daemon` names, else the workspace's: started if there is none and `start`,
+    else `daemon_not_found` (a verb that only looks starts nothing)."""
+    daemon_id = getattr(args, "daemon", None)
+    if daemon_id is None and start:
+        return workspace_daemon(args)[0]
+    descriptor = find_daemon(Path.cwd(), daemon_id)
+    if descriptor is None:
+        workspace = resolve_workspace(Path.cwd()).path
+        raise WarmkernelError(
+            "daemon_not_found",
+            f"no daemon serves {workspace}, so there is nothing to show (none was started); "
+            "`warmkernel run CODE` or `warmkernel start` starts one",
+        )
+    return descriptor

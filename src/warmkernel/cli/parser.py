@@ -28,6 +28,8 @@ _LOCAL_EXAMPLES = {
     "warmkernel mcp --inline-chars 8000     the same, with replies of at most 8,000 characters",
     "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
     "forget": "warmkernel forget --stop              stop the daemon and delete its records",
+    "view": "warmkernel view                        open the live console page of this workspace's kernel\n"
+    "warmkernel view --no-open              only print its link (good for one browser)",
     "init": "warmkernel init                        set the project up for agents",
 }
 
@@ -212,6 +214,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Host header to accept (repeatable); required to bind beyond loopback",
     )
     add_server_options(serve)
+
+    view = verb(
+        "view",
+        "print and open the link to this workspace's live console page",
+        "Print a link to the console page of this workspace's daemon (started if there is none), and "
+        "open it in a browser when there is one. The page shows, live: the kernels, the executions "
+        "newest first, the selected execution's output as a terminal shows it (images inline, "
+        "searchable, read by windows however long it is), the variables and the bound notebook's "
+        "stale cells; it can interrupt the running cell and change nothing else. The daemon serves it "
+        "on a loopback port from the first `view` until it stops. The link carries a one-time token "
+        "that the browser trades for a session cookie: each `view` prints a new link.",
+    )
+    view.add_argument("--no-open", action="store_true", help="print the link without opening a browser")
+    view.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the page listens on; beyond loopback needs --allowed-host",
+    )
+    view.add_argument("--port", type=int, default=0, help="port the page listens on; 0 picks a free one")
+    view.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a Host header to accept (repeatable); required to listen beyond loopback",
+    )
 
     # The daemon itself, as `discovery.start_daemon` runs it (no help: not for people to call).
     daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from warmkernel.cli.exits import exit_status
-from warmkernel.cli.options import live_daemon, workspace_daemon
+from warmkernel.cli.options import chosen_daemon
 from warmkernel.client import open_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
@@ -109,10 +109,7 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
 def run_tool_verb(args: argparse.Namespace) -> int:
     """Call the verb's tool on the workspace's daemon (started if there is none) and print the reply."""
     tool, arguments = _tool_call(args)
-    if tool.starts_daemon and args.daemon is None:
-        descriptor, _ = workspace_daemon(args)
-    else:
-        descriptor = live_daemon(args.daemon)
+    descriptor = chosen_daemon(args, start=tool.starts_daemon)
     live_line = tool.name == RUN and sys.stdout.isatty() and not args.json
     with open_daemon(descriptor) as client, _elapsed_line(enabled=live_line):
         outcome = client.call_tool(tool.name, arguments)

@@ -501,6 +501,22 @@ class OutputLog:
         blocks = self.blocks(stream, start, stop)
         return (line for block in blocks for line in block.text.split("\n"))
 
+    def origins(self, start: int, stop: int) -> list[tuple[StreamName, int]]:
+        """Which stream each combined line from `start` to `stop` (0-based, half-open, clamped) came
+        from, as runs `(stream, count)`; a page colours tracebacks and stderr by it."""
+        completed, open_streams = self._combined_count(), self._open_streams()
+        stop = min(stop, completed + len(open_streams))
+        runs: list[tuple[StreamName, int]] = []
+        index = start
+        run = bisect_right(self._run_ends, index)
+        while index < min(stop, completed):
+            take = min(self._run_ends[run], stop) - index
+            runs.append((APPENDABLE_STREAMS[self._run_stream[run]], take))
+            index += take
+            run += 1
+        runs.extend((name, 1) for name in open_streams[max(start - completed, 0) : max(stop - completed, 0)])
+        return runs
+
     def blocks(self, stream: ReadableStream, start: int = 0, stop: int | None = None) -> Iterator[TextBlock]:
         """Lines from `start` to `stop` in blocks; the extent is taken now, the text read lazily."""
         if start < 0 or (stop is not None and stop < 0):
@@ -571,6 +587,10 @@ class OutputLog:
         """Non-empty open lines of all streams, in the order their streams were last written."""
         opened = (self._streams[name].normalizer.open_line for name in self._written)
         return [line for line in opened if line]
+
+    def _open_streams(self) -> list[StreamName]:
+        """The streams of `_open_lines`, in the same order."""
+        return [name for name in self._written if self._streams[name].normalizer.open_line]
 
     def _generate(
         self, stream: ReadableStream, lo: int, hi: int, completed: int, open_lines: list[str]

@@ -235,7 +235,7 @@ def test_the_page_shows_images_coloured_tracebacks_variables_and_the_notebooks_s
     expect(page.locator("#output .s-traceback.emphasis .tx").last).to_have_text("ValueError: on purpose")
 
     write_notebook(daemon_cli.workspace / "page.ipynb", [("load", "a = 1"), ("use", "b = a + 1")])
-    assert daemon_cli("nb", "status", "page.ipynb").returncode == 0
+    assert daemon_cli("nb", "status", "page.ipynb", "--kernel", "main").returncode == 0  # shown for main
     expect(page.locator("#notebook-name")).to_have_text("page.ipynb")
     expect(page.locator("#notebook tr")).to_have_count(3)
     expect(page.locator("#notebook .plan")).to_have_text("plan: load, use")

@@ -5,10 +5,12 @@
                                         invalid_line_range, invalid_max_chars, invalid_context,
                                         invalid_query, invalid_timeout, invalid_limit,
                                         execution_not_found, invalid_name, variable_not_found,
-                                        notebook_not_found, invalid_notebook
+                                        notebook_not_found, invalid_notebook,
+                                        invalid_executions, path_outside_workspace
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
                                         inspection_failed
       codes for the session's notebook: notebook_already_bound
+      codes for writing files:          write_failed
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
                                         jupyter_server_failed, serve_unavailable
@@ -38,6 +40,8 @@ CallerMistake = Literal[
     "variable_not_found",
     "notebook_not_found",
     "invalid_notebook",
+    "invalid_executions",
+    "path_outside_workspace",
     "workspace_config_failed",
     "invalid_config",
     "daemon_not_found",
@@ -52,6 +56,7 @@ Failure = Literal[
     "not_awaiting_input",
     "kernel_start_failed",
     "inspection_failed",
+    "write_failed",
     "python_not_usable",
     "jupyter_server_unreachable",
     "jupyter_server_refused",

@@ -28,6 +28,7 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.execution import execution_reply, progress_message
+from warmkernel.present.export import export_reply, insert_reply
 from warmkernel.present.hints import default_wait
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
@@ -285,6 +286,23 @@ async def inspect_python_variable(
     return summary_reply(await conn.session.inspect_variable(args["name"]))
 
 
+async def export_python_executions(
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return export_reply(
+        await conn.session.export_executions(args["executions"], args["path"], args["format"])
+    )
+
+
+async def executions_to_notebook(
+    conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    notebook, inserted = await conn.session.executions_to_notebook(
+        args["executions"], args["path"], args["after_cell"]
+    )
+    return insert_reply(notebook, inserted)
+
+
 _HANDLERS: dict[str, Handler] = {
     "run_python": run_python,
     "python_status": python_status,
@@ -301,6 +319,8 @@ _HANDLERS: dict[str, Handler] = {
     "notebook_status": notebook_status,
     "run_notebook_cells": run_notebook_cells,
     "watch_notebook_file": watch_notebook_file,
+    "export_python_executions": export_python_executions,
+    "executions_to_notebook": executions_to_notebook,
 }
 """What each declared tool does; `tool_specs.TOOLS` says everything else about it."""
 assert set(_HANDLERS) == set(TOOLS_BY_NAME), "every declared tool has exactly one handler"

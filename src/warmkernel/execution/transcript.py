@@ -1,0 +1,199 @@
+"""Transcript: one execution as a notebook keeps it, its facts and its outputs as nbformat v4 dicts.
+
+`transcript(record)` reads the record's streams and images (from their spill files when they
+moved there); `notebook_outputs` is the pure part that turns tagged combined lines into outputs:
+
+- consecutive `stdout` (or `stderr`) lines are one `stream` output, each line ended by `\\n`;
+- each display state is a `display_data`, or an `execute_result` when it carries the record's
+  `Out[N]: ` label (removed), with its text as `text/plain` and its image base64-encoded beside;
+- `traceback` lines are one `error` output with the record's error name and value.
+
+What Jupyter would no longer show is left out, as Jupyter saves a notebook: lines before the last
+`clear_output`, and display states a later update of the same display replaced. A record reloaded
+from the journal has no display placements: its `result` lines become displays split at each
+`Out[N]: ` line, and an image it no longer has keeps its caption as text.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from warmkernel.execution.displays import Placement
+from warmkernel.execution.output_log import OutputDropped
+from warmkernel.execution.record import ExecutionRecord
+from warmkernel.types import StreamName
+
+Output = dict[str, Any]
+"""One nbformat v4 output."""
+TaggedLine = tuple[StreamName, str]
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """An execution's source, facts and outputs, read at one moment."""
+
+    number: int
+    source: str
+    state: str
+    generation: int
+    started_at: str
+    """ISO 8601, UTC."""
+    ended_at: str | None
+    elapsed_s: float
+    outputs: tuple[Output, ...]
+    error_name: str = ""
+    error_value: str = ""
+    end_reason: str = ""
+    client: str = ""
+    cell_id: str | None = None
+    output_dropped: bool = False
+    """The output was dropped to stay under the output limit: `outputs` is empty."""
+    images_not_kept: int = 0
+
+    def facts(self) -> dict[str, Any]:
+        """The facts a notebook cell keeps as its `warmkernel` metadata (empty ones left out)."""
+        facts: dict[str, Any] = {
+            "execution": self.number,
+            "state": self.state,
+            "generation": self.generation,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "elapsed_s": self.elapsed_s,
+        }
+        if self.error_name:
+            facts["error"] = {"name": self.error_name, "value": self.error_value}
+        optional = {
+            "end_reason": self.end_reason,
+            "client": self.client,
+            "notebook_cell": self.cell_id,
+            "output_dropped": self.output_dropped,
+            "images_not_kept": self.images_not_kept,
+        }
+        return facts | {name: value for name, value in optional.items() if value}
+
+
+def transcript(record: ExecutionRecord) -> Transcript:
+    """Read a record into a transcript (its whole output: call it off the event loop for big ones)."""
+    try:
+        outputs = _read_outputs(record)
+        dropped = False
+    except OutputDropped:
+        outputs, dropped = [], True
+    ended = record.ended_at
+    return Transcript(
+        number=record.number,
+        source=record.source,
+        state=record.state.value,
+        generation=record.generation,
+        started_at=record.started_at.isoformat(),
+        ended_at=ended.isoformat() if ended is not None else None,
+        elapsed_s=round(record.elapsed(), 3),
+        outputs=tuple(outputs),
+        error_name=record.error_name,
+        error_value=record.error_value,
+        end_reason=record.end_reason,
+        client=record.client,
+        cell_id=record.cell_id,
+        output_dropped=dropped,
+        images_not_kept=record.images_not_kept,
+    )
+
+
+def _read_outputs(record: ExecutionRecord) -> list[Output]:
+    output = record.output
+    if output.dropped:
+        raise OutputDropped
+    runs = output.runs()
+    end = runs[-1][2] if runs else 0
+    lines = output.lines("combined", 0, end)
+    tagged: list[TaggedLine] = [(stream, line) for stream, first, stop in runs for line in lines[first:stop]]
+    states = record.displays.states()
+    images = {
+        placement.image.ordinal: record.displays.images.read(placement.image.ordinal)
+        for placement, replaced in states
+        if placement.image is not None and not replaced
+    }
+    return notebook_outputs(
+        tagged,
+        states,
+        images,
+        number=record.number,
+        error=(record.error_name, record.error_value),
+        start=record.displays.cleared_before,
+    )
+
+
+def notebook_outputs(
+    lines: Sequence[TaggedLine],
+    displays: Sequence[tuple[Placement, bool]],
+    images: Mapping[int, bytes],
+    *,
+    number: int,
+    error: tuple[str, str],
+    start: int = 0,
+) -> list[Output]:
+    """The outputs of combined `lines` (each with its stream) from line `start` on; see the module
+    docstring. `displays` are the display states with whether each was replaced, `images` the
+    bytes of the shown ones by ordinal."""
+    shown = {placement.first: placement for placement, replaced in displays if not replaced}
+    replaced_lines = {
+        line for placement, replaced in displays if replaced for line in range(placement.first, placement.end)
+    }
+    label = f"Out[{number}]: "
+    outputs: list[Output] = []
+    index = start
+    while index < len(lines):
+        placement = shown.get(index)
+        if placement is not None:
+            outputs.append(_display(lines, placement, images, label, number))
+            index = placement.end
+            continue
+        stream = lines[index][0]
+        group: list[str] = []
+        while (
+            index < len(lines)
+            and lines[index][0] == stream
+            and index not in shown
+            and not (group and stream == "result" and lines[index][1].startswith(label))
+        ):
+            if index not in replaced_lines:
+                group.append(lines[index][1])
+            index += 1
+        if group:
+            outputs.append(_plain(stream, group, label, number, error))
+    return outputs
+
+
+def _display(
+    lines: Sequence[TaggedLine], placement: Placement, images: Mapping[int, bytes], label: str, number: int
+) -> Output:
+    image = placement.image
+    text_end = placement.end - 1 if image is not None else placement.end
+    text = [line for _, line in lines[placement.first : text_end]]
+    bundle = _bundle(text, label, number)
+    if image is not None and image.ordinal in images:
+        bundle["data"][image.mime] = base64.b64encode(images[image.ordinal]).decode("ascii")
+    return bundle
+
+
+def _plain(stream: StreamName, group: list[str], label: str, number: int, error: tuple[str, str]) -> Output:
+    if stream == "result":
+        return _bundle(group, label, number)
+    if stream == "traceback":
+        name, value = error
+        return {"output_type": "error", "ename": name or "Error", "evalue": value, "traceback": group}
+    return {"output_type": "stream", "name": stream, "text": "".join(line + "\n" for line in group)}
+
+
+def _bundle(text: list[str], label: str, number: int) -> Output:
+    """A display_data, or the execute_result that the label marks (the label itself removed)."""
+    result = bool(text) and text[0].startswith(label)
+    if result:
+        text = [text[0].removeprefix(label), *text[1:]]
+    data: dict[str, Any] = {"text/plain": "\n".join(text)} if text else {}
+    if result:
+        return {"output_type": "execute_result", "execution_count": number, "data": data, "metadata": {}}
+    return {"output_type": "display_data", "data": data, "metadata": {}}

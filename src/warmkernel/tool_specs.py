@@ -588,7 +588,7 @@ TOOLS: tuple[Tool, ...] = (
         "after_cell (or at the end), to keep exploration in the notebook. Only the new cells are written: "
         "every other cell stays byte for byte as it was.",
         (
-            Param("executions", Executions(), EXECUTIONS, cli=Spelling(metavar="EXECUTIONS")),
+            Param("executions", Executions(), EXECUTIONS, cli=Spelling(("--executions",), "3,5-9")),
             NOTEBOOK,
             Param(
                 "after_cell",
@@ -604,7 +604,7 @@ TOOLS: tuple[Tool, ...] = (
             Verb(
                 ("nb", "add"),
                 "add executions as code cells of a notebook, after a cell or at the end",
-                "warmkernel nb add analysis.ipynb 3,5-9 --after load   executions 3, 5-9 after cell load",
+                "warmkernel nb add analysis.ipynb --executions 3,5-9 --after load   after cell load",
             ),
         ),
         output={

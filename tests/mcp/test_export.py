@@ -189,3 +189,21 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
     start = next(i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
     assert after[:start] + after[start + len(after) - len(before) :] == before
     nbformat.validate(nbformat.reads(after, as_version=4))
+
+
+async def test_a_running_execution_is_exported_as_far_as_it_got(client: Client) -> None:
+    # The reply comes once the cell has printed and then fallen silent: it is still running.
+    source = (
+        "# warmkernel: --wait 60 --silence 0.5\nimport time\nprint('started', flush=True)\ntime.sleep(60)"
+    )
+    number, text = await run(client, source)
+    assert "running" in text and "started" in text
+    try:
+        exported = json.loads(await call(client, "export_python_executions", executions=number))
+    finally:
+        await call(client, "interrupt_python")
+        await call(client, "wait_python", execution=number, timeout_seconds=30)
+    (cell,) = exported["cells"]
+    assert cell["metadata"]["warmkernel"]["state"] == "running"
+    assert cell["metadata"]["warmkernel"]["ended_at"] is None
+    assert cell["outputs"] == [{"name": "stdout", "output_type": "stream", "text": ["started\n"]}]

@@ -39,6 +39,8 @@ EXPECTED = {
     "notebook_status": ["path"],
     "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds"],
     "watch_notebook_file": ["path", "file", "cell"],
+    "export_python_executions": ["executions", "path", "format"],
+    "executions_to_notebook": ["executions", "path", "after_cell"],
 }
 
 

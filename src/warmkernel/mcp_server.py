@@ -57,6 +57,8 @@ busy, never queued. To learn what a variable holds, use list_python_variables an
 inspect_python_variable instead of printing it: they answer without running a cell.
 For a Jupyter notebook you edit with your file tools, notebook_status(path) tells which cells
 no longer match the kernel and why, and run_notebook_cells(path) re-runs exactly those.
+export_python_executions writes executions as a notebook, script, Markdown or HTML page, and
+executions_to_notebook adds them as cells of a notebook you keep.
 Optional directive lines at column 0 of a cell:
 `# warmkernel: --wait SECONDS` (how long run_python waits, default {wait}),
 `# warmkernel: --silence SECONDS` (also return once the cell has printed nothing for that long) and

@@ -107,6 +107,8 @@ def client_name(ctx: ServerRequestContext[Any]) -> str:
 
 def _with_notices(conn: Connection, reply: Reply) -> Reply:
     """The reply, after the notices this connection has not seen yet (each is said once)."""
+    if reply.is_document:
+        return reply
     notices, conn.notices_mark = conn.session.notices_since(conn.notices_mark)
     if conn.greeting is not None:
         notices, conn.greeting = [conn.greeting, *notices], None

@@ -484,14 +484,10 @@ class Session:
                 chosen.setdefault(number, record)
         return list(chosen.values())
 
-    async def _transcripts(self, records: list[ExecutionRecord]) -> list[Transcript]:
-        """The records read whole: finished ones in a worker thread (their logs are closed), a running
-        one here, where its output is appended."""
-        running = {record.number: transcript(record) for record in records if not record.state.finished}
-        finished = await anyio.to_thread.run_sync(
-            lambda: {record.number: transcript(record) for record in records if record.number not in running}
-        )
-        return [running.get(record.number) or finished[record.number] for record in records]
+    async def _transcripts(self, records: list[ExecutionRecord], *, outputs: bool = True) -> list[Transcript]:
+        """The records read whole: each one's extent is fixed here, its text read in a worker thread."""
+        readers = [transcript(record, outputs=outputs) for record in records]
+        return await anyio.to_thread.run_sync(lambda: [read() for read in readers])
 
     async def export_executions(
         self, selection: Selection | None, path: str | None, format: ExportFormat | None
@@ -506,7 +502,7 @@ class Session:
                 "without replacing the others",
             )
         chosen = format or format_for(target)
-        transcripts = await self._transcripts(records)
+        transcripts = await self._transcripts(records, outputs=chosen != "py")
         title = f"{self.workspace.path.name}: executions {documents.ranges([t.number for t in transcripts])}"
         text = await anyio.to_thread.run_sync(documents.render, transcripts, chosen, title)
         size = len(text.encode("utf-8"))

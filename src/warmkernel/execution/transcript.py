@@ -1,7 +1,8 @@
 """Transcript: one execution as a notebook keeps it, its facts and its outputs as nbformat v4 dicts.
 
 `transcript(record)` reads the record's streams and images (from their spill files when they
-moved there); `notebook_outputs` is the pure part that turns tagged combined lines into outputs:
+moved there), in two steps so that the long one can run in a worker thread while the record
+still runs; `notebook_outputs` is the pure part that turns tagged combined lines into outputs:
 
 - consecutive `stdout` (or `stderr`) lines are one `stream` output, each line ended by `\\n`;
 - each display state is a `display_data`, or an `execute_result` when it carries the record's
@@ -17,8 +18,8 @@ from the journal has no display placements: its `result` lines become displays s
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from warmkernel.execution.displays import Placement
@@ -75,15 +76,12 @@ class Transcript:
         return facts | {name: value for name, value in optional.items() if value}
 
 
-def transcript(record: ExecutionRecord) -> Transcript:
-    """Read a record into a transcript (its whole output: call it off the event loop for big ones)."""
-    try:
-        outputs = _read_outputs(record)
-        dropped = False
-    except OutputDropped:
-        outputs, dropped = [], True
+def transcript(record: ExecutionRecord, *, outputs: bool = True) -> Callable[[], Transcript]:
+    """Take a record's facts, its images and the extent of its output now, on the thread that appends
+    to it; the function returned reads the text (all of it: call it in a worker thread).
+    `outputs=False`: the facts and source only (for a script)."""
     ended = record.ended_at
-    return Transcript(
+    facts = Transcript(
         number=record.number,
         source=record.source,
         state=record.state.value,
@@ -91,39 +89,43 @@ def transcript(record: ExecutionRecord) -> Transcript:
         started_at=record.started_at.isoformat(),
         ended_at=ended.isoformat() if ended is not None else None,
         elapsed_s=round(record.elapsed(), 3),
-        outputs=tuple(outputs),
+        outputs=(),
         error_name=record.error_name,
         error_value=record.error_value,
         end_reason=record.end_reason,
         client=record.client,
         cell_id=record.cell_id,
-        output_dropped=dropped,
         images_not_kept=record.images_not_kept,
     )
+    if not outputs:
+        return lambda: facts
+    try:
+        runs = record.output.runs()
+        # The extent and the open lines are fixed here; completed lines never change afterwards.
+        blocks = record.output.blocks("combined", 0, runs[-1][2] if runs else 0)
+        states = record.displays.states()
+        images = {
+            placement.image.ordinal: record.displays.images.read(placement.image.ordinal)
+            for placement, replaced in states
+            if placement.image is not None and not replaced
+        }
+    except OutputDropped:
+        return lambda: replace(facts, output_dropped=True)
 
+    def read() -> Transcript:
+        try:
+            lines = [line for block in blocks for line in block.text.split("\n")]
+        except OutputDropped:  # dropped to stay under the output limit since
+            return replace(facts, output_dropped=True)
+        tagged: list[TaggedLine] = [
+            (stream, line) for stream, first, end in runs for line in lines[first:end]
+        ]
+        error = (record.error_name, record.error_value)
+        start = record.displays.cleared_before
+        found = notebook_outputs(tagged, states, images, number=record.number, error=error, start=start)
+        return replace(facts, outputs=tuple(found))
 
-def _read_outputs(record: ExecutionRecord) -> list[Output]:
-    output = record.output
-    if output.dropped:
-        raise OutputDropped
-    runs = output.runs()
-    end = runs[-1][2] if runs else 0
-    lines = output.lines("combined", 0, end)
-    tagged: list[TaggedLine] = [(stream, line) for stream, first, stop in runs for line in lines[first:stop]]
-    states = record.displays.states()
-    images = {
-        placement.image.ordinal: record.displays.images.read(placement.image.ordinal)
-        for placement, replaced in states
-        if placement.image is not None and not replaced
-    }
-    return notebook_outputs(
-        tagged,
-        states,
-        images,
-        number=record.number,
-        error=(record.error_name, record.error_value),
-        start=record.displays.cleared_before,
-    )
+    return read
 
 
 def notebook_outputs(

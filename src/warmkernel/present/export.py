@@ -23,7 +23,7 @@ def export_reply(document: ExportedDocument) -> Reply:
         "bytes": document.size,
     }
     if document.text is not None:  # printed as a line by the CLI: without its own final newline
-        return Reply(document.text.removesuffix("\n"), data)
+        return Reply(document.text.removesuffix("\n"), data, is_document=True)
     what = _count(len(document.numbers), "cell") + (
         f", {_count(document.images, 'image')}" if document.images else ""
     )

@@ -65,3 +65,13 @@ def test_nb_add_puts_executions_after_a_cell(cli: Cli) -> None:
     notebook = nbformat.read(cli.workspace / "nb.ipynb", as_version=4)
     assert [cell.id for cell in notebook.cells] == ["load", "execution-1", "show"]
     assert notebook.cells[1].outputs[0].text == "explored\n"
+
+
+def test_a_document_on_standard_output_carries_no_notice_the_next_reply_says_it(cli: Cli) -> None:
+    assert cli("run", "print('kept')").returncode == 0
+    assert cli("stop").returncode == 0
+    script = cli("export", "--format", "py")  # a new daemon, with the journal's records
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == script.stdout.split("\n", 1)[0] + "\nprint('kept')\n"
+    assert script.stdout.startswith("# %% In [1] · completed · ")
+    assert cli("status").stdout.startswith("note: warmkernel restarted; execution 1 is kept")

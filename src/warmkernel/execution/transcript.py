@@ -109,6 +109,7 @@ def transcript(record: ExecutionRecord, *, outputs: bool = True) -> Callable[[],
             for placement, replaced in states
             if placement.image is not None and not replaced
         }
+        error, start = (record.error_name, record.error_value), record.displays.cleared_before
     except OutputDropped:
         return lambda: replace(facts, output_dropped=True)
 
@@ -120,8 +121,6 @@ def transcript(record: ExecutionRecord, *, outputs: bool = True) -> Callable[[],
         tagged: list[TaggedLine] = [
             (stream, line) for stream, first, end in runs for line in lines[first:end]
         ]
-        error = (record.error_name, record.error_value)
-        start = record.displays.cleared_before
         found = notebook_outputs(tagged, states, images, number=record.number, error=error, start=start)
         return replace(facts, outputs=tuple(found))
 

@@ -20,8 +20,16 @@ from warmkernel.execution.images import StoredImage
 from warmkernel.execution.selection import parse_selection
 from warmkernel.execution.transcript import TaggedLine, Transcript, notebook_outputs
 from warmkernel.notebook.document import read_notebook
-from warmkernel.notebook.export_files import format_for, insert_cells, inside_workspace, write_document
+from warmkernel.notebook.export_files import (
+    ExportedDocument,
+    InsertedCells,
+    format_for,
+    insert_cells,
+    inside_workspace,
+    write_document,
+)
 from warmkernel.present import documents
+from warmkernel.present.export import export_reply, insert_reply
 from warmkernel.tool_specs import TOOLS_BY_NAME
 
 PNG = base64.b64decode(
@@ -386,3 +394,25 @@ def test_an_unknown_cell_or_a_broken_file_writes_nothing(tmp_path: Path) -> None
     with pytest.raises(WarmkernelError) as caught:
         insert_cells(broken, _new, None)
     assert caught.value.code == "invalid_notebook"
+
+
+# -- replies ------------------------------------------------------------------------------------------
+
+
+def test_replies_say_where_the_document_and_the_cells_went() -> None:
+    written = ExportedDocument((3, 5, 6, 7), "ipynb", "out/x.ipynb", None, 12345, 2)
+    reply = export_reply(written)
+    assert (
+        reply.text == "exported executions 3, 5-7 (4 cells, 2 images) as ipynb to out/x.ipynb (12,345 bytes)"
+    )
+    assert reply.data["executions"] == [3, 5, 6, 7] and not reply.is_document
+    printed = export_reply(ExportedDocument((1,), "py", None, "# %% In [1]\nx\n", 14, 0))
+    assert printed.text == "# %% In [1]\nx" and printed.is_document and printed.data["path"] is None
+    first = insert_reply("nb.ipynb", InsertedCells(("execution-1",), 0, None, {}))
+    assert first.text.startswith(
+        "added 1 code cell to nb.ipynb as its first cells (cell index 0): execution-1"
+    )
+    moved = insert_reply("old.ipynb", InsertedCells(("wk-a-0", "wk-b-0"), 3, None, {"wk-a-0": "wk-a-1"}))
+    assert "to old.ipynb after its cell 2 (cell index 3)" in moved.text
+    assert moved.text.endswith("cells without ids of their own now have other derived ids: wk-a-0 -> wk-a-1")
+    assert 'notebook_status(path="old.ipynb") lists them as never_run' in moved.text

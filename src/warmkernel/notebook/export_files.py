@@ -64,7 +64,7 @@ class InsertedCells:
     index: int
     """0-based position of the first new cell among all the notebook's cells."""
     after: str | None
-    """The id of the cell they follow, None when the notebook had no cells."""
+    """The id of the cell they follow; None when it has none, or when the notebook had no cells."""
     renamed: dict[str, str]
     """Code cells without an id of their own whose derived id changed (a new cell with the same
     source now sits above them): old id -> new id."""
@@ -163,8 +163,9 @@ def insert_cells(path: Path, build: CellBuilder, after: str | int | None) -> Ins
     after_id = None
     if position in code_positions:
         after_id = code[code_positions.index(position)]
-    elif position >= 0 and isinstance(given := cells[position].get("id"), str):
-        after_id = given
+    elif position >= 0 and isinstance(cells[position], dict):
+        given = cells[position].get("id")
+        after_id = given if isinstance(given, str) else None
     now = [cell_id for cell_id, *_ in _code_cells(json.loads(new_text))]
     new_ids = tuple(now[first : first + len(new_cells)])
     return InsertedCells(new_ids, position + 1, after_id, _renamed(code, now, first, len(new_cells)))

@@ -36,7 +36,10 @@ def export_reply(document: ExportedDocument) -> Reply:
 
 def insert_reply(notebook: str, inserted: InsertedCells) -> Reply:
     """Which cells were added where, and what notebook_status will say of them."""
-    where = f"after cell {inserted.after}" if inserted.after is not None else "as its first cells"
+    if inserted.after is not None:
+        where = f"after cell {inserted.after}"
+    else:
+        where = "as its first cells" if inserted.index == 0 else f"after its cell {inserted.index - 1}"
     lines = [
         f"added {_count(len(inserted.ids), 'code cell')} to {notebook} {where} "
         f"(cell index {inserted.index}): {', '.join(inserted.ids)}",

@@ -18,7 +18,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.displays import Placement
 from warmkernel.execution.images import StoredImage
 from warmkernel.execution.selection import parse_selection
-from warmkernel.execution.transcript import TaggedLine, Transcript, notebook_outputs
+from warmkernel.execution.transcript import Run, Transcript, notebook_outputs
 from warmkernel.notebook.document import read_notebook
 from warmkernel.notebook.export_files import (
     ExportedDocument,
@@ -31,6 +31,7 @@ from warmkernel.notebook.export_files import (
 from warmkernel.present import documents
 from warmkernel.present.export import export_reply, insert_reply
 from warmkernel.tool_specs import TOOLS_BY_NAME
+from warmkernel.types import StreamName
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -93,12 +94,23 @@ def test_the_tool_parameter_takes_a_selection_a_number_or_nothing() -> None:
 # -- records to nbformat outputs ------------------------------------------------------------------
 
 
+def _split(tagged: list[tuple[StreamName, str]]) -> tuple[list[str], list[Run]]:
+    """Lines, and the runs of one stream they form (as `OutputLog.runs` gives them)."""
+    runs: list[Run] = []
+    for index, (stream, _) in enumerate(tagged):
+        if runs and runs[-1][0] == stream:
+            runs[-1] = (stream, runs[-1][1], index + 1)
+        else:
+            runs.append((stream, index, index + 1))
+    return [line for _, line in tagged], runs
+
+
 def _image(ordinal: int) -> StoredImage:
     return StoredImage(ordinal, "image/png", len(PNG), 1, 1)
 
 
 def test_streams_displays_results_and_errors_become_nbformat_outputs() -> None:
-    lines: list[TaggedLine] = [
+    lines: list[tuple[StreamName, str]] = [
         ("stdout", "a"),
         ("stdout", "b"),
         ("stderr", "warn"),
@@ -111,7 +123,7 @@ def test_streams_displays_results_and_errors_become_nbformat_outputs() -> None:
         ("traceback", "ValueError: no"),
     ]
     displays = [(Placement(3, 5, _image(1)), False), (Placement(6, 8, None), False)]
-    outputs = notebook_outputs(lines, displays, {1: PNG}, number=4, error=("ValueError", "no"))
+    outputs = notebook_outputs(*_split(lines), displays, {1: PNG}, number=4, error=("ValueError", "no"))
     assert outputs == [
         {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
         {"output_type": "stream", "name": "stderr", "text": "warn\n"},
@@ -137,14 +149,14 @@ def test_streams_displays_results_and_errors_become_nbformat_outputs() -> None:
 
 
 def test_cleared_lines_and_replaced_display_states_are_left_out_as_jupyter_leaves_them() -> None:
-    lines: list[TaggedLine] = [
+    lines: list[tuple[StreamName, str]] = [
         ("stdout", "before the clear"),
         ("result", "10%"),
         ("stdout", "between"),
         ("result", "100%"),
     ]
     displays = [(Placement(1, 2, None), True), (Placement(3, 4, None), False)]
-    outputs = notebook_outputs(lines, displays, {}, number=1, error=("", ""), start=1)
+    outputs = notebook_outputs(*_split(lines), displays, {}, number=1, error=("", ""), start=1)
     assert outputs == [
         {"output_type": "stream", "name": "stdout", "text": "between\n"},
         {"output_type": "display_data", "data": {"text/plain": "100%"}, "metadata": {}},
@@ -152,12 +164,12 @@ def test_cleared_lines_and_replaced_display_states_are_left_out_as_jupyter_leave
 
 
 def test_a_reloaded_record_without_placements_splits_its_results_at_the_out_label() -> None:
-    lines: list[TaggedLine] = [
+    lines: list[tuple[StreamName, str]] = [
         ("result", "shown"),
         ("result", "[image 1: image/png 1x1, 70 bytes]"),
         ("result", "Out[2]: 'value'"),
     ]
-    outputs = notebook_outputs(lines, [], {}, number=2, error=("", ""))
+    outputs = notebook_outputs(*_split(lines), [], {}, number=2, error=("", ""))
     assert [output["output_type"] for output in outputs] == ["display_data", "execute_result"]
     assert outputs[0]["data"] == {"text/plain": "shown\n[image 1: image/png 1x1, 70 bytes]"}
     assert outputs[1]["data"] == {"text/plain": "'value'"}
@@ -416,3 +428,9 @@ def test_replies_say_where_the_document_and_the_cells_went() -> None:
     assert "to old.ipynb after its cell 2 (cell index 3)" in moved.text
     assert moved.text.endswith("cells without ids of their own now have other derived ids: wk-a-0 -> wk-a-1")
     assert 'notebook_status(path="old.ipynb") lists them as never_run' in moved.text
+
+
+def test_a_running_cells_open_line_continues_the_output_of_its_stream() -> None:
+    runs: list[Run] = [("stdout", 0, 1), ("stderr", 1, 2), ("stdout", 2, 3), ("stdout", 3, 4)]
+    outputs = notebook_outputs(["a", "warn", "b", "open"], runs, [], {}, number=1, error=("", ""))
+    assert [output["text"] for output in outputs] == ["a\n", "warn\n", "b\nopen\n"]

@@ -2,7 +2,8 @@
 
 `transcript(record)` reads the record's streams and images (from their spill files when they
 moved there), in two steps so that the long one can run in a worker thread while the record
-still runs; `notebook_outputs` is the pure part that turns tagged combined lines into outputs:
+still runs; `notebook_outputs` is the pure part that turns combined lines, with the runs that
+say which stream each came from, into outputs:
 
 - consecutive `stdout` (or `stderr`) lines are one `stream` output, each line ended by `\\n`;
 - each display state is a `display_data`, or an `execute_result` when it carries the record's
@@ -29,7 +30,8 @@ from warmkernel.types import StreamName
 
 Output = dict[str, Any]
 """One nbformat v4 output."""
-TaggedLine = tuple[StreamName, str]
+Run = tuple[StreamName, int, int]
+"""Combined lines `first` to `end` (exclusive) that came from one stream."""
 
 
 @dataclass(frozen=True)
@@ -118,17 +120,15 @@ def transcript(record: ExecutionRecord, *, outputs: bool = True) -> Callable[[],
             lines = [line for block in blocks for line in block.text.split("\n")]
         except OutputDropped:  # dropped to stay under the output limit since
             return replace(facts, output_dropped=True)
-        tagged: list[TaggedLine] = [
-            (stream, line) for stream, first, end in runs for line in lines[first:end]
-        ]
-        found = notebook_outputs(tagged, states, images, number=record.number, error=error, start=start)
+        found = notebook_outputs(lines, runs, states, images, number=record.number, error=error, start=start)
         return replace(facts, outputs=tuple(found))
 
     return read
 
 
 def notebook_outputs(
-    lines: Sequence[TaggedLine],
+    lines: Sequence[str],
+    runs: Sequence[Run],
     displays: Sequence[tuple[Placement, bool]],
     images: Mapping[int, bytes],
     *,
@@ -136,57 +136,74 @@ def notebook_outputs(
     error: tuple[str, str],
     start: int = 0,
 ) -> list[Output]:
-    """The outputs of combined `lines` (each with its stream) from line `start` on; see the module
-    docstring. `displays` are the display states with whether each was replaced, `images` the
-    bytes of the shown ones by ordinal."""
+    """The outputs of combined `lines` from line `start` on; see the module docstring. `runs` say
+    which stream each line came from, `displays` are the display states with whether each was
+    replaced, `images` the bytes of the shown ones by ordinal."""
     shown = {placement.first: placement for placement, replaced in displays if not replaced}
     replaced_lines = {
         line for placement, replaced in displays if replaced for line in range(placement.first, placement.end)
     }
     label = f"Out[{number}]: "
     outputs: list[Output] = []
-    index = start
-    while index < len(lines):
-        placement = shown.get(index)
-        if placement is not None:
-            outputs.append(_display(lines, placement, images, label, number))
-            index = placement.end
+    continued: StreamName | None = None
+    """The stream of the last output, while the next run of that stream adds to it."""
+    for stream, first, end in runs:
+        first = max(first, start)
+        if first >= end:
             continue
-        stream = lines[index][0]
+        if stream != "result":
+            if stream == continued:
+                _extend(outputs[-1], lines[first:end])
+            else:
+                outputs.append(_plain(stream, lines[first:end], error))
+            continued = stream
+            continue
+        continued = None
         group: list[str] = []
-        while (
-            index < len(lines)
-            and lines[index][0] == stream
-            and index not in shown
-            and not (group and stream == "result" and lines[index][1].startswith(label))
-        ):
+        index = first
+        while index < end:
+            placement = shown.get(index)
+            if group and (placement is not None or lines[index].startswith(label)):
+                outputs.append(_bundle(group, label, number))
+                group = []
+            if placement is not None:
+                outputs.append(_display(lines, placement, images, label, number))
+                index = placement.end
+                continue
             if index not in replaced_lines:
-                group.append(lines[index][1])
+                group.append(lines[index])
             index += 1
         if group:
-            outputs.append(_plain(stream, group, label, number, error))
+            outputs.append(_bundle(group, label, number))
     return outputs
 
 
 def _display(
-    lines: Sequence[TaggedLine], placement: Placement, images: Mapping[int, bytes], label: str, number: int
+    lines: Sequence[str], placement: Placement, images: Mapping[int, bytes], label: str, number: int
 ) -> Output:
     image = placement.image
     text_end = placement.end - 1 if image is not None else placement.end
-    text = [line for _, line in lines[placement.first : text_end]]
+    text = list(lines[placement.first : text_end])
     bundle = _bundle(text, label, number)
     if image is not None and image.ordinal in images:
         bundle["data"][image.mime] = base64.b64encode(images[image.ordinal]).decode("ascii")
     return bundle
 
 
-def _plain(stream: StreamName, group: list[str], label: str, number: int, error: tuple[str, str]) -> Output:
-    if stream == "result":
-        return _bundle(group, label, number)
+def _plain(stream: StreamName, group: Sequence[str], error: tuple[str, str]) -> Output:
+    """A `stream` output, or for traceback lines the `error` output."""
     if stream == "traceback":
         name, value = error
-        return {"output_type": "error", "ename": name or "Error", "evalue": value, "traceback": group}
-    return {"output_type": "stream", "name": stream, "text": "".join(line + "\n" for line in group)}
+        return {"output_type": "error", "ename": name or "Error", "evalue": value, "traceback": list(group)}
+    return {"output_type": "stream", "name": stream, "text": "\n".join(group) + "\n"}
+
+
+def _extend(output: Output, group: Sequence[str]) -> None:
+    """More lines of the stream (or traceback) the output holds."""
+    if output["output_type"] == "error":
+        output["traceback"].extend(group)
+    else:
+        output["text"] += "\n".join(group) + "\n"
 
 
 def _bundle(text: list[str], label: str, number: int) -> Output:

@@ -96,11 +96,24 @@ def notebook(transcripts: Sequence[Transcript]) -> dict[str, Any]:
 
 
 def stored_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cells as `.ipynb` files store them: multi-line strings as lists of lines."""
-    from nbformat import from_dict  # on first use: nbformat imports jsonschema, slow to load
-    from nbformat.v4.rwbase import split_lines
+    """Code cells as `.ipynb` files store them: the source, stream text and `text/*` data as lists of
+    lines (what nbformat's `split_lines` does to these outputs, without its copies)."""
+    return [
+        {**cell, "source": cell["source"].splitlines(True), "outputs": [_stored(o) for o in cell["outputs"]]}
+        for cell in cells
+    ]
 
-    return json.loads(json.dumps(split_lines(from_dict({"cells": list(cells)})).cells))
+
+def _stored(output: Output) -> Output:
+    if output["output_type"] == "stream":
+        return {**output, "text": output["text"].splitlines(True)}
+    if "data" in output:
+        data = output["data"]
+        return {
+            **output,
+            "data": {k: v.splitlines(True) if k.startswith("text/") else v for k, v in data.items()},
+        }
+    return dict(output)
 
 
 def notebook_text(transcripts: Sequence[Transcript]) -> str:

@@ -6,10 +6,11 @@
                                         invalid_query, invalid_timeout, invalid_limit,
                                         execution_not_found, invalid_name, variable_not_found,
                                         notebook_not_found, invalid_notebook, invalid_kernel,
-                                        kernel_not_found
+                                        kernel_not_found, invalid_executions, path_outside_workspace
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
                                         inspection_failed, too_many_kernels
       codes for the session's notebook: notebook_already_bound
+      codes for writing files:          write_failed
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
                                         jupyter_server_failed, serve_unavailable
@@ -41,6 +42,8 @@ CallerMistake = Literal[
     "invalid_notebook",
     "invalid_kernel",
     "kernel_not_found",
+    "invalid_executions",
+    "path_outside_workspace",
     "workspace_config_failed",
     "invalid_config",
     "daemon_not_found",
@@ -56,6 +59,7 @@ Failure = Literal[
     "kernel_start_failed",
     "inspection_failed",
     "too_many_kernels",
+    "write_failed",
     "python_not_usable",
     "jupyter_server_unreachable",
     "jupyter_server_refused",

@@ -29,6 +29,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.named_kernels import Kernels
 from warmkernel.present.execution import execution_reply, progress_message
+from warmkernel.present.export import export_reply, insert_reply
 from warmkernel.present.hints import default_wait, speaking_of
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
@@ -59,6 +60,8 @@ busy, never queued. To learn what a variable holds, use list_python_variables an
 inspect_python_variable instead of printing it: they answer without running a cell.
 For a Jupyter notebook you edit with your file tools, notebook_status(path) tells which cells
 no longer match the kernel and why, and run_notebook_cells(path) re-runs exactly those.
+export_python_executions writes executions as a notebook, script, Markdown or HTML page, and
+executions_to_notebook adds them as cells of a notebook you keep.
 Optional directive lines at column 0 of a cell:
 `# warmkernel: --wait SECONDS` (how long run_python waits, default {wait}),
 `# warmkernel: --silence SECONDS` (also return once the cell has printed nothing for that long) and
@@ -106,7 +109,10 @@ class Connection:
     """The kernels this client has used (and so was told about, if it had to be)."""
 
     def with_notices(self, session: Session, reply: Reply) -> Reply:
-        """The reply, after the notices this connection has not seen yet (each is said once)."""
+        """The reply, after the notices this connection has not seen yet (each is said once); a
+        document (an export's text) stays as it is, and its notices wait for the next reply."""
+        if reply.is_document:
+            return reply
         mark = self.notices_marks.get(session.name, session.notice_mark())
         notices, self.notices_marks[session.name] = session.notices_since(mark)
         if self.greeting is not None:
@@ -315,6 +321,21 @@ async def inspect_python_variable(
     return summary_reply(await session.inspect_variable(args["name"]))
 
 
+async def export_python_executions(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    return export_reply(await session.export_executions(args["executions"], args["path"], args["format"]))
+
+
+async def executions_to_notebook(
+    conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
+) -> Reply:
+    notebook, inserted = await session.executions_to_notebook(
+        args["executions"], args["path"], args["after_cell"]
+    )
+    return insert_reply(notebook, inserted)
+
+
 async def list_python_kernels(conn: Connection, args: dict[str, Any]) -> Reply:
     return kernels_reply(conn.kernels.summaries())
 
@@ -340,6 +361,8 @@ _KERNEL_HANDLERS: dict[str, tuple[KernelHandler, Finding]] = {
     "notebook_status": (notebook_status, "notebook"),
     "run_notebook_cells": (run_notebook_cells, "notebook"),
     "watch_notebook_file": (watch_notebook_file, "notebook"),
+    "export_python_executions": (export_python_executions, "existing"),
+    "executions_to_notebook": (executions_to_notebook, "existing"),
 }
 """What each declared tool that acts on a kernel does, and how it finds that kernel;
 `tool_specs.TOOLS` says everything else about it."""

@@ -34,6 +34,8 @@ from warmkernel.execution.output_log import OutputDropped, OutputLog
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
+from warmkernel.execution.selection import Selection
+from warmkernel.execution.transcript import Transcript, transcript
 from warmkernel.journal import Journal
 from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
@@ -53,13 +55,21 @@ from warmkernel.notebook.binding import (
 )
 from warmkernel.notebook.cell_outputs import OutputCollector
 from warmkernel.notebook.document import NotebookCell
+from warmkernel.notebook.export_files import (
+    ExportedDocument,
+    InsertedCells,
+    format_for,
+    insert_cells,
+    inside_workspace,
+    write_document,
+)
 from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
-from warmkernel.present import refusals
+from warmkernel.present import documents, refusals
 from warmkernel.present.status import restart_notice
 from warmkernel.tracker import ExecutionTracker
-from warmkernel.types import ExecutionNumber, ExecutionState, Generation, ReadableStream
+from warmkernel.types import ExecutionNumber, ExecutionState, ExportFormat, Generation, ReadableStream
 from warmkernel.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -555,6 +565,78 @@ class Session:
             if self._notebook_run is not None:
                 self._notebook_run.stop_requested = True
         return killed
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def select_many(self, selection: Selection | None) -> list[ExecutionRecord]:
+        """The records a selection names, in its order, each once (None: every record, oldest first);
+        `execution_not_found` names the first number that does not exist."""
+        if selection is None:
+            if not self._records:
+                raise refusals.not_found(None, 0)
+            return self.records
+        latest = self._next_number() - 1
+        chosen: dict[ExecutionNumber, ExecutionRecord] = {}
+        for first, last in selection:
+            if last > latest:
+                raise refusals.not_found(max(first, latest + 1), latest)
+            for number in map(ExecutionNumber, range(first, last + 1)):
+                record = self._records.get(number)
+                if record is None:
+                    raise refusals.not_found(number, latest)
+                chosen.setdefault(number, record)
+        return list(chosen.values())
+
+    async def _transcripts(self, records: list[ExecutionRecord], *, outputs: bool = True) -> list[Transcript]:
+        """The records read whole: each one's extent is fixed here, its text read in a worker thread."""
+        readers = [transcript(record, outputs=outputs) for record in records]
+        return await anyio.to_thread.run_sync(lambda: [read() for read in readers])
+
+    async def export_executions(
+        self, selection: Selection | None, path: str | None, format: ExportFormat | None
+    ) -> ExportedDocument:
+        """The executions as a document in the workspace at `path`, or as text when `path` is None."""
+        records = self.select_many(selection)
+        target = inside_workspace(self.workspace.path, path) if path is not None else None
+        if target is not None and self._notebook is not None and self._notebook.is_for(target):
+            raise WarmkernelError(
+                "invalid_arguments",
+                f"{path!r} is the notebook this kernel is bound to; executions_to_notebook adds cells to it "
+                "without replacing the others",
+            )
+        chosen = format or format_for(target)
+        transcripts = await self._transcripts(records, outputs=chosen != "py")
+        title = f"{self.workspace.path.name}: executions {documents.ranges([t.number for t in transcripts])}"
+        text = await anyio.to_thread.run_sync(documents.render, transcripts, chosen, title)
+        size = len(text.encode("utf-8"))
+        if target is not None:
+            size = await anyio.to_thread.run_sync(write_document, target, text)
+        return ExportedDocument(
+            numbers=tuple(t.number for t in transcripts),
+            format=chosen,
+            path=shown_path(self.workspace.path, target) if target is not None else None,
+            text=None if target is not None else text,
+            size=size,
+            images=documents.image_count(transcripts),
+        )
+
+    async def executions_to_notebook(
+        self, selection: Selection, path: str, after_cell: str | int | None
+    ) -> tuple[str, InsertedCells]:
+        """Add the executions as code cells of the notebook at `path`; the notebook as shown, and what
+        was added. A notebook this kernel is bound to keeps its cells' facts; not while its cells run."""
+        records = self.select_many(selection)
+        located = locate(self.workspace.path, str(inside_workspace(self.workspace.path, path)))
+        binding = self._notebook if self._notebook is not None and self._notebook.is_for(located) else None
+        if binding is not None and self._notebook_run is not None:
+            raise refusals.notebook_busy(self._notebook_run, "no cell was added")
+        transcripts = await self._transcripts(records)
+        inserted = await anyio.to_thread.run_sync(
+            insert_cells, located, partial(documents.new_cells, transcripts), after_cell
+        )
+        if binding is not None:
+            binding.rename_cells(inserted.renamed)
+        return shown_path(self.workspace.path, located), inserted
 
     # -- variable inspection --------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from warmkernel.errors import ErrorCode, WarmkernelError
+from warmkernel.execution.selection import Selection, parse_selection
 from warmkernel.types import KERNEL_NAME
 
 JsonType = Literal["string", "integer", "number", "boolean", "array", "object"]
@@ -149,26 +150,34 @@ class Choice:
 
     code: ErrorCode
     choices: tuple[str, ...]
+    optional: bool = False
 
     def schema(self) -> dict[str, Any]:
+        if self.optional:
+            return {"type": ["string", "null"], "enum": [*self.choices, None]}
         return {"type": "string", "enum": list(self.choices)}
 
-    def check(self, name: str, value: Any) -> str:
+    def check(self, name: str, value: Any) -> str | None:
+        if value is None and self.optional:
+            return None
         if value not in self.choices:
-            raise _fail(
-                self.code, name, value, "one of " + ", ".join(f'"{choice}"' for choice in self.choices)
-            )
+            valid = "one of " + ", ".join(f'"{choice}"' for choice in self.choices)
+            raise _fail(self.code, name, value, valid + (" or null" if self.optional else ""))
         return value
 
 
 @dataclass(frozen=True)
 class Cell:
-    """A notebook cell: its id, or its 0-based index among the code cells."""
+    """A notebook cell: its id, or its 0-based index among the code cells (or null when optional)."""
+
+    optional: bool = False
 
     def schema(self) -> dict[str, Any]:
-        return {"type": ["string", "integer"]}
+        return {"type": ["string", "integer", "null"] if self.optional else ["string", "integer"]}
 
-    def check(self, name: str, value: Any) -> str | int:
+    def check(self, name: str, value: Any) -> str | int | None:
+        if value is None and self.optional:
+            return None
         if isinstance(value, str):
             return value
         index = _integer(value)
@@ -192,6 +201,29 @@ class Cells:
         raise _fail(
             "invalid_arguments", name, value, '"stale", "all", or a non-empty list of cell ids and indices'
         )
+
+
+@dataclass(frozen=True)
+class Executions:
+    """Execution numbers: `"3,5-9"` (numbers and inclusive ranges) or one number (or null when optional)."""
+
+    optional: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": ["string", "integer", "null"] if self.optional else ["string", "integer"]}
+
+    def check(self, name: str, value: Any) -> Selection | None:
+        if value is None and self.optional:
+            return None
+        number = _integer(value)
+        if number is not None and number >= 1:
+            return ((number, number),)
+        if isinstance(value, str):
+            return parse_selection(value)
+        valid = 'execution numbers and ranges such as "3,5-9", or one number' + (
+            " or null" if self.optional else ""
+        )
+        raise _fail("invalid_executions", name, value, valid)
 
 
 @dataclass(frozen=True)
@@ -227,7 +259,7 @@ class KernelName:
         return value
 
 
-Kind = Text | Integer | Seconds | Flag | Choice | Cell | Cells | VariablePath | KernelName
+Kind = Text | Integer | Seconds | Flag | Choice | Cell | Cells | Executions | VariablePath | KernelName
 
 
 # -- parameters, tools and verbs -----------------------------------------------------------------

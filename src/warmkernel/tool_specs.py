@@ -14,6 +14,7 @@ from warmkernel.tool_params import (
     Cell,
     Cells,
     Choice,
+    Executions,
     Flag,
     Integer,
     JsonType,
@@ -26,7 +27,7 @@ from warmkernel.tool_params import (
     VariablePath,
     Verb,
 )
-from warmkernel.types import READABLE_STREAMS
+from warmkernel.types import EXPORT_FORMATS, READABLE_STREAMS
 
 # -- the table -------------------------------------------------------------------------------
 
@@ -93,6 +94,7 @@ EXECUTION_REPLY: dict[str, JsonType] = {
     "joined": "object",
 }
 """A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
+EXECUTIONS = 'Which executions: numbers and inclusive ranges joined by commas, e.g. "3,5-9", or one number.'
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
@@ -601,6 +603,90 @@ TOOLS: tuple[Tool, ...] = (
             "reasons": "array",
         },
         starts_daemon=True,
+    ),
+    Tool(
+        "export_python_executions",
+        "Write executions as a document a person can open, rerun and keep: a Jupyter notebook (one code "
+        "cell per execution with its outputs, images included, In [N] as its execution count, and its "
+        "state, times and generation as `warmkernel` cell metadata), a `# %%` script (sources only), "
+        "Markdown, or a self-contained HTML page. The file is written inside the workspace only.",
+        (
+            Param(
+                "executions",
+                Executions(optional=True),
+                EXECUTIONS + " Default: every execution.",
+                None,
+                Spelling(("--executions",), "3,5-9"),
+            ),
+            Param(
+                "path",
+                Text(optional=True),
+                "The file to write, relative to the workspace (it must stay inside it); an existing file is "
+                "replaced. Null: the reply is the document itself.",
+                None,
+                Spelling(("-o", "--output"), "FILE", from_cwd=True),
+            ),
+            Param(
+                "format",
+                Choice("invalid_arguments", EXPORT_FORMATS, optional=True),
+                "ipynb, py, md or html. Default: from the path's suffix (.ipynb, .py, .md, .html), "
+                "else ipynb.",
+                None,
+                Spelling(("--format",)),
+            ),
+            KERNEL,
+        ),
+        Annotations(read_only=False, destructive=True),
+        (
+            Verb(
+                ("export",),
+                "write executions as a notebook, a script, Markdown or an HTML page",
+                "warmkernel export -o explore.ipynb     every execution as a notebook, with outputs\n"
+                "warmkernel export --executions 3,5-9 --format py   executions 3 and 5-9 as a script",
+            ),
+        ),
+        output={
+            "format": "string",
+            "path": "string",
+            "executions": "array",
+            "cells": "integer",
+            "images": "integer",
+            "bytes": "integer",
+        },
+    ),
+    Tool(
+        "executions_to_notebook",
+        "Add executions as code cells of an existing notebook, with their outputs, after the cell "
+        "after_cell (or at the end), to keep exploration in the notebook. Only the new cells are written: "
+        "every other cell stays byte for byte as it was.",
+        (
+            Param("executions", Executions(), EXECUTIONS, cli=Spelling(("--executions",), "3,5-9")),
+            NOTEBOOK,
+            Param(
+                "after_cell",
+                Cell(optional=True),
+                "The cell (id, or 0-based code-cell index) the new cells follow. "
+                "Default: after the last cell.",
+                None,
+                Spelling(("--after",), "ID"),
+            ),
+            KERNEL,
+        ),
+        Annotations(read_only=False, idempotent=False),
+        (
+            Verb(
+                ("nb", "add"),
+                "add executions as code cells of a notebook, after a cell or at the end",
+                "warmkernel nb add analysis.ipynb --executions 3,5-9 --after load   after cell load",
+            ),
+        ),
+        output={
+            "notebook": "string",
+            "cells": "array",
+            "index": "integer",
+            "after_cell": "string",
+            "renamed": "object",
+        },
     ),
 )
 

@@ -26,6 +26,10 @@ StreamName = Literal["stdout", "stderr", "result", "traceback"]
 ReadableStream = Literal["combined", "stdout", "stderr", "result", "traceback"]
 """A stream that can be read or searched: the four appendable ones plus `combined`."""
 
+ExportFormat = Literal["ipynb", "py", "md", "html"]
+"""A document executions are exported as: a notebook, a `# %%` script, Markdown, an HTML page."""
+EXPORT_FORMATS: tuple[ExportFormat, ...] = ("ipynb", "py", "md", "html")
+
 APPENDABLE_STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "result", "traceback")
 READABLE_STREAMS: tuple[ReadableStream, ...] = ("combined", *APPENDABLE_STREAMS)
 

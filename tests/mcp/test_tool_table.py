@@ -42,6 +42,8 @@ EXPECTED = {
     "watch_notebook_file": ["path", "file", "cell", "kernel"],
     "list_python_kernels": [],
     "stop_python_kernel": ["name"],
+    "export_python_executions": ["executions", "path", "format", "kernel"],
+    "executions_to_notebook": ["executions", "path", "after_cell", "kernel"],
 }
 
 

@@ -99,7 +99,7 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
     arguments = dict(verb.fixed)
     for param in offered(tool, verb):
         value = getattr(args, param.name)
-        arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd else value
+        arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd and value is not None else value
     if tool.name == RUN:
         arguments["freeform"] = _with_directives(_source(args), args)
     tool.parse(arguments)  # a bad value is refused here, before a daemon is found or started

@@ -125,6 +125,11 @@ class DisplayLog:
         """Written states that a later state of the same display replaced."""
         return [old for known in self._updatable.values() for old in known.placements[:-1]]
 
+    def states(self) -> list[tuple[Placement, bool]]:
+        """Every written display state in order, and whether a later state of its display replaced it."""
+        replaced = set(self._superseded())
+        return [(placement, placement in replaced) for placement in self._placements]
+
     def hidden_lines(self) -> frozenset[int]:
         """Combined lines an inline reply leaves out: replaced states, and the repr of each image."""
         hidden: set[int] = set()

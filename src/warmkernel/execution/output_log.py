@@ -478,6 +478,20 @@ class OutputLog:
         part = self._streams[stream]
         return part.store.count() + (1 if part.normalizer.open_line else 0)
 
+    def runs(self) -> list[tuple[StreamName, int, int]]:
+        """Combined as runs of one stream: `(stream, first line, end)`, open lines last."""
+        ends = self._run_ends.tolist()
+        found: list[tuple[StreamName, int, int]] = [
+            (APPENDABLE_STREAMS[code], start, end)
+            for code, start, end in zip(self._run_stream.tolist(), [0, *ends], ends, strict=False)
+        ]
+        at = self._combined_count()
+        for name in self._written:
+            if self._streams[name].normalizer.open_line:
+                found.append((name, at, at + 1))
+                at += 1
+        return found
+
     def completed_count(self) -> int:
         """Completed lines of combined: the 0-based index the next completed line will get."""
         return self._combined_count()

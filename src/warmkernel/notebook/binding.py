@@ -237,6 +237,12 @@ class NotebookBinding:
             else:
                 self.unsaved[cell_id] = outcome
 
+    def rename_cells(self, renamed: Mapping[str, str]) -> None:
+        """Cells whose derived ids changed (cells added above them) keep their runs, watches and saves."""
+        for table in (self.runs, self.watches, self.unsaved):
+            moved = {renamed[cell_id]: table.pop(cell_id) for cell_id in list(table) if cell_id in renamed}
+            table.update(moved)  # type: ignore[arg-type]
+
     # -- files ------------------------------------------------------------------------------
 
     def watch(self, cell_id: str, path: str) -> None:

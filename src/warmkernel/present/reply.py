@@ -23,6 +23,8 @@ class Reply:
     data: dict[str, Any] = field(default_factory=dict)
     more: tuple[str | Picture, ...] = ()
     """Content after `text`, in order: pictures, and the text between and after them."""
+    is_document: bool = False
+    """`text` is a whole document (an export): one-time notices wait for the next reply."""
 
 
 def duration(seconds: float) -> str:

@@ -653,6 +653,7 @@ TOOLS: tuple[Tool, ...] = (
             "images": "integer",
             "bytes": "integer",
         },
+        starts_daemon=True,  # the records of a stopped daemon are in its journal
     ),
     Tool(
         "executions_to_notebook",

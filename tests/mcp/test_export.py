@@ -156,9 +156,15 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
             ran = await facts(client, "run_notebook_cells", path="nb.ipynb", timeout_seconds=60)
         assert ran["state"] == "completed"
         before = path.read_text(encoding="utf-8")
-        number, _ = await run(client, "ratio = total / base\nprint('ratio', ratio)")
+        # the notebook's own kernel, nb-nb, holds its values: the scratch cell runs there
+        number, _ = await run(client, "ratio = total / base\nprint('ratio', ratio)", kernel="nb-nb")
         added = await facts(
-            client, "executions_to_notebook", executions=str(number), path="nb.ipynb", after_cell="load"
+            client,
+            "executions_to_notebook",
+            executions=str(number),
+            path="nb.ipynb",
+            after_cell="load",
+            kernel="nb-nb",
         )
         assert added == {
             "notebook": "nb.ipynb",
@@ -173,13 +179,20 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
             (f"execution-{number}", "never_run"),
             ("use", "fresh"),
         ]
-        code, message = await call_error(client, "export_python_executions", path="nb.ipynb")
+        code, message = await call_error(client, "export_python_executions", path="nb.ipynb", kernel="nb-nb")
         assert code == "invalid_arguments" and "executions_to_notebook" in message
         code, _ = await call_error(
-            client, "executions_to_notebook", executions=str(number), path="nb.ipynb", after_cell="gone"
+            client,
+            "executions_to_notebook",
+            executions=str(number),
+            path="nb.ipynb",
+            after_cell="gone",
+            kernel="nb-nb",
         )
         assert code == "invalid_arguments"
-        code, _ = await call_error(client, "executions_to_notebook", executions="1", path="missing.ipynb")
+        code, _ = await call_error(
+            client, "executions_to_notebook", executions="1", path="missing.ipynb", kernel="nb-nb"
+        )
         assert code == "notebook_not_found"
     after = path.read_text(encoding="utf-8")
     new_cell = json.loads(after)["cells"][2]

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 import zlib
@@ -101,17 +102,26 @@ def runtime_dir() -> Path:
 
         path = Path(tempfile.gettempdir()) / f"warmkernel-{os.getuid()}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
+    _check_private(path)
+    return path
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a directory that is a symlink (its target would be chmod'ed and trusted) or another
+    user's; make ours 0700."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise WarmkernelError("daemon_error", f"{path} is a symbolic link; refusing to use it (remove it)")
     if info.st_uid != os.getuid():
         raise WarmkernelError("daemon_error", f"{path} belongs to another user; refusing to use it")
     if info.st_mode & 0o077:
         path.chmod(0o700)
-    return path
 
 
 def _descriptors_dir() -> Path:
     path = runtime_dir() / "daemons"
     path.mkdir(mode=0o700, exist_ok=True)
+    _check_private(path)
     return path
 
 
@@ -121,7 +131,8 @@ def write_descriptor(descriptor: Descriptor) -> Path:
     target = directory / f"{descriptor.id}.json"
     import tempfile
 
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    # Not named *.json: readers list those, and must never see (or delete) a half-written one.
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
     with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
         json.dump(asdict(descriptor), handle)
     os.replace(temporary, target)
@@ -144,9 +155,13 @@ def _alive(descriptor: Descriptor) -> bool:
 def live_descriptors() -> list[Descriptor]:
     """Every live daemon of this user, oldest first; stale or unreadable descriptors are deleted."""
     found: list[Descriptor] = []
-    for path in sorted(_descriptors_dir().glob("*.json")):
+    for path in sorted(_descriptors_dir().glob("[!.]*.json")):
         try:
+            if path.lstat().st_uid != os.getuid():
+                continue  # planted by another user: never trusted
             descriptor = Descriptor.from_json(json.loads(path.read_text()))
+        except FileNotFoundError:
+            continue  # its daemon removed it meanwhile
         except (OSError, ValueError, TypeError):
             path.unlink(missing_ok=True)
             continue

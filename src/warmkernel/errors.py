@@ -5,7 +5,8 @@
                                         invalid_line_range, invalid_max_chars, invalid_context,
                                         invalid_query, invalid_timeout, invalid_limit,
                                         execution_not_found, invalid_name, variable_not_found,
-                                        notebook_not_found, invalid_notebook
+                                        notebook_not_found, invalid_notebook,
+                                        path_outside_workspace
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
                                         inspection_failed
       codes for the session's notebook: notebook_already_bound
@@ -14,6 +15,7 @@
                                         jupyter_server_failed, serve_unavailable
       codes for finding a daemon:       daemon_not_found, ambiguous_daemon, kernel_options_differ,
                                         daemon_error
+      codes for the command line:       output_closed (its reader left, e.g. `| head`)
       our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
@@ -38,6 +40,7 @@ CallerMistake = Literal[
     "variable_not_found",
     "notebook_not_found",
     "invalid_notebook",
+    "path_outside_workspace",
     "workspace_config_failed",
     "invalid_config",
     "daemon_not_found",
@@ -58,6 +61,7 @@ Failure = Literal[
     "jupyter_server_failed",
     "serve_unavailable",
     "daemon_error",
+    "output_closed",
     "internal_error",
 ]
 """Codes for the state of the kernel, the session or the things they depend on (the CLI exits with 1)."""

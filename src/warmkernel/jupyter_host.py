@@ -35,6 +35,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 5.0
 """How long the server gets to shut its kernels down after SIGTERM before its tree is killed."""
 _LOG_TAIL_LINES = 10
+_TOKEN_FILE = "server-token"
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,10 @@ async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> 
                     "jupyter_server_failed", f"could not run {sys.executable} -m jupyter_server: {exc}"
                 ) from exc
         try:
-            lab = await _until_ready(process, url, token, log_file)
+            try:
+                lab = await _until_ready(process, url, token, log_file)
+            finally:
+                (runtime.path / _TOKEN_FILE).unlink(missing_ok=True)  # read at the server's start
             yield JupyterHost(url, token, process.pid, lab)
         finally:
             with anyio.CancelScope(shield=True):
@@ -132,8 +136,10 @@ def _argv(root_dir: Path, port: int) -> list[str]:
 def _environment(root: Path, token: str, python: str) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
-    The token travels in the environment: a command line is visible to every user. The private
-    data directory comes first on the kernelspec path, so its `python3` is the one started.
+    The token travels in a private file named by the environment, removed once the server
+    answers: a command line is visible to every user, and the server's kernels inherit its
+    environment (a cell could read a token there). The private data directory comes first on the
+    kernelspec path, so its `python3` is the one started.
     """
     env = kernel_environment(root)
     spec = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "python3" / "kernel.json"
@@ -149,8 +155,10 @@ def _environment(root: Path, token: str, python: str) -> dict[str, str]:
         )
     )
     env.pop("JUPYTER_NO_CONFIG", None)
-    env.pop("JUPYTER_TOKEN_FILE", None)
-    env["JUPYTER_TOKEN"] = token
+    token_file = root / _TOKEN_FILE
+    token_file.touch(mode=0o600)
+    token_file.write_text(token)
+    env["JUPYTER_TOKEN_FILE"] = str(token_file)
     return env
 
 

@@ -489,11 +489,26 @@ class Session:
                 raise WarmkernelError(
                     "inspection_failed", f"the kernel exited during the {what}; its namespace is gone"
                 )
-            raise refusals.unresponsive(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S)
+            await self._replace_wedged(kernel)
+            raise refusals.unresponsive(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S, kernel.generation)
         answer = reply.user_expressions.get("answer")
         if answer is None:
             raise WarmkernelError("inspection_failed", f"the kernel replied {reply.status} without an answer")
         return answer
+
+    async def _replace_wedged(self, kernel: Kernel) -> None:
+        """Kill a kernel that answers no interrupt and start a fresh one: a cell sent into it would
+        be numbered and never run. Called with no cell running (inspections hold the kernel)."""
+        async with self._reset_lock:
+            if self._kernel is not kernel:
+                return  # a reset or a death replaced it meanwhile
+            await self._launcher.retire(kernel)
+            self._notices.append(
+                f"note: the kernel (generation {kernel.generation}) answered neither an inspection nor "
+                f"an interrupt and was restarted; its namespace was lost. A fresh kernel (generation "
+                f"{kernel.generation + 1}) was started."
+            )
+            self._begin_kernel_start()
 
     # -- notebook ---------------------------------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""The command line under hostile conditions: closed pipes, odd files, planted or racing
+descriptors, a runtime directory that is not ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Cli
+from warmkernel.cli.tool_verbs import MAX_CELL_BYTES
+
+
+def one_line(stderr: str, code: str) -> None:
+    assert stderr.count("\n") == 1 and stderr.startswith(f"warmkernel: {code}: "), stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_non_utf8_cell_file_is_invalid_arguments_naming_the_byte(cli: Cli) -> None:
+    (cli.workspace / "cell.py").write_bytes(b"x = '\xff'\n")
+    done = cli("run", "-f", "cell.py")
+    assert done.returncode == 2
+    one_line(done.stderr, "invalid_arguments")
+    assert "not UTF-8 text (byte 0xff at offset 5)" in done.stderr
+
+
+def test_a_cell_file_past_the_limit_is_invalid_arguments(cli: Cli) -> None:
+    with open(cli.workspace / "huge.py", "wb") as handle:
+        handle.truncate(MAX_CELL_BYTES + 1)
+    done = cli("run", "-f", "huge.py")
+    assert done.returncode == 2
+    one_line(done.stderr, "invalid_arguments")
+
+
+def test_a_reader_that_leaves_early_gets_one_line_and_status_1(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    with subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "run", "print('x\\n' * 200_000)"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the reply is written
+        stderr = process.stderr.read()
+        assert process.wait(timeout=90) == 1
+    one_line(stderr, "output_closed")
+
+
+def test_a_live_daemon_whose_socket_is_gone_is_daemon_error_in_one_line(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    Path(json.loads(descriptor.read_text())["socket"]).unlink()
+    done = cli("run", "1")
+    assert done.returncode == 1
+    one_line(done.stderr, "daemon_error")
+
+
+def _planted(cli: Cli, name: str, **fields: object) -> Path:
+    """A descriptor for a live process (this test's), as a daemon would write it."""
+    directory = cli.runtime / "daemons"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / name
+    entry = {
+        "id": "0badcafe",
+        "pid": os.getpid(),
+        "workspace": str(cli.workspace),
+        "socket": "/nonexistent/sock",
+        "started_at": time.time(),
+        **fields,
+    }
+    path.write_text(json.dumps(entry))
+    return path
+
+
+def test_a_half_written_descriptor_is_neither_read_nor_deleted(cli: Cli) -> None:
+    cli.runtime.mkdir(mode=0o700, parents=True)
+    partial = cli.runtime / "daemons" / ".tmp-x.json"
+    partial.parent.mkdir(mode=0o700)
+    partial.write_text("")
+    done = cli("sessions")
+    assert done.returncode == 0 and partial.exists()
+
+
+def test_a_descriptor_with_a_field_this_version_does_not_know_is_kept(cli: Cli) -> None:
+    # An older CLI deleted it as unreadable; unknown fields are ignored since the daemon moved.
+    path = _planted(cli, "0badcafe.json", added_by_a_newer_version=True)
+    done = cli("sessions")
+    assert "0badcafe" in done.stdout and path.exists()
+    path.unlink()
+
+
+def test_a_descriptor_owned_by_another_user_is_not_trusted(cli: Cli) -> None:
+    if os.getuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    path = _planted(cli, "0badcafe.json")
+    os.chown(path, 1000, 1000)
+    done = cli("sessions")
+    assert done.returncode == 0 and "0badcafe" not in done.stdout
+
+
+def test_a_runtime_directory_that_is_a_symlink_is_refused_and_its_target_left_alone(
+    cli: Cli, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    cli.runtime.parent.mkdir(parents=True, exist_ok=True)
+    cli.runtime.symlink_to(target)
+    done = cli("sessions")
+    assert done.returncode == 1
+    one_line(done.stderr, "daemon_error")
+    assert "symbolic link" in done.stderr
+    assert target.stat().st_mode & 0o777 == 0o755
+    cli.runtime.unlink()

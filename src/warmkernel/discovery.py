@@ -33,6 +33,7 @@ from warmkernel.errors import WarmkernelError
 RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
 DAEMON_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
+KEPT_LOGS = 5
 SOCKET_DIR_PREFIX = "wkd-"
 """A daemon's socket lives in a private directory of the temp directory named so."""
 
@@ -291,6 +292,7 @@ def start_daemon(
             start_new_session=True,
         )
     os.close(write_fd)
+    _rotate_logs(log_path.parent)
     try:
         daemon_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
     finally:
@@ -302,6 +304,20 @@ def start_daemon(
     descriptor = find_daemon(workspace, daemon_id)
     assert descriptor is not None
     return descriptor
+
+
+def _rotate_logs(directory: Path) -> None:
+    """Keep the newest `KEPT_LOGS` daemon logs (a live daemon writes on into one removed)."""
+    logs = sorted(directory.glob("daemon-*.log"), key=_modified, reverse=True)
+    for old in logs[KEPT_LOGS:]:
+        old.unlink(missing_ok=True)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another start
+        return 0.0
 
 
 def _read_line(fd: int, timeout_s: float) -> str:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.cli.conftest import Cli
@@ -120,3 +123,35 @@ def test_a_runtime_directory_that_is_a_symlink_is_refused_and_its_target_left_al
     assert "symbolic link" in done.stderr
     assert target.stat().st_mode & 0o777 == 0o755
     cli.runtime.unlink()
+
+
+def test_a_starting_daemon_sweeps_the_runtime_roots_of_servers_that_are_gone(cli: Cli) -> None:
+    gone_owner = Path(tempfile.mkdtemp(prefix="wk-"))
+    (gone_owner / "owner").write_text("999999999 1.0")  # no such process
+    (gone_owner / "kernel-1.log").write_text("left behind")
+    unnamed = Path(tempfile.mkdtemp(prefix="wk-"))  # an older version's root: its owner is unknown
+    alive = Path(tempfile.mkdtemp(prefix="wk-"))
+    (alive / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}")
+    young = Path(tempfile.mkdtemp(prefix="wk-"))  # just made: its owner file may be on the way
+    an_hour_ago = time.time() - 3600
+    for root in (gone_owner, unnamed, alive):
+        os.utime(root, (an_hour_ago, an_hour_ago))
+    try:
+        assert cli("start").returncode == 0
+        assert not gone_owner.exists()
+        assert alive.exists() and young.exists() and unnamed.exists()
+    finally:
+        for root in (gone_owner, unnamed, alive, young):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_daemon_logs_rotate_keeping_the_last_five(cli: Cli) -> None:
+    cli.runtime.mkdir(mode=0o700, parents=True)
+    for n in range(8):
+        old = cli.runtime / f"daemon-{1000 + n}-1.log"
+        old.write_text("old")
+        os.utime(old, (1000 + n, 1000 + n))
+    assert cli("start").returncode == 0
+    logs = sorted(path.name for path in cli.runtime.glob("daemon-*.log"))
+    assert len(logs) == 5
+    assert logs[:4] == [f"daemon-{1000 + n}-1.log" for n in range(4, 8)]

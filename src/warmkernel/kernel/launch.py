@@ -19,6 +19,7 @@ from pathlib import Path
 from jupyter_client.connect import write_connection_file
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.kernel import leftovers
 
 # Variables that would let the user's environment reach into the kernel or colour its text.
 _DROPPED_ENV = ("PYTHONSTARTUP", "FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "JUPYTER_CONFIG_PATH")
@@ -48,8 +49,9 @@ class RuntimeRoot:
     """
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="wk-"))
+        self.path = Path(tempfile.mkdtemp(prefix=leftovers.ROOT_PREFIX))
         os.chmod(self.path, 0o700)
+        leftovers.write_owner(self.path)  # a killed server's root is swept by the next one
 
     def subdirectory(self, name: str) -> Path:
         """A private (0700) directory inside the root, created on first use; removed with it."""

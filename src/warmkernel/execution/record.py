@@ -65,6 +65,8 @@ class ExecutionRecord:
     """The id of the notebook cell this execution ran, if it was one (run_notebook_cells)."""
     client: str = ""
     """The name of the client that submitted the cell, when it gave one."""
+    output_dropped_bytes: int = 0
+    """Output past the cell's cap (`max_cell_output_bytes`), dropped as it came."""
     images_not_kept: int = 0
     """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
     _start: float = field(default_factory=time.monotonic)

@@ -126,6 +126,18 @@ class LocalKernel(Kernel):
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGINT)
 
+    def memory_bytes(self) -> int | None:
+        try:
+            root = psutil.Process(self.pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return None
+        total = 0
+        for proc in processes:
+            with contextlib.suppress(psutil.Error):
+                total += proc.memory_info().rss
+        return total
+
     async def kill(self) -> None:
         """Kill the kernel and every process it started, then stop routing."""
         self.killed_on_purpose = True

@@ -140,19 +140,18 @@ def arguments(tool: Tool) -> st.SearchStrategy[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def fuzz_client(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[anyio.from_thread.BlockingPortal, Client]]:
+def fuzz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server and kernel for the whole fuzz, in a workspace with a notebook and a data file."""
     workspace = tmp_path_factory.mktemp("fuzz-ws")
     notebook = new_notebook(cells=[new_code_cell("a = 1", id="a"), new_code_cell("b = a + 1", id="b")])
     (workspace / "nb.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
     (workspace / "data.txt").write_text("data")
-    with anyio.from_thread.start_blocking_portal("asyncio") as portal:
-        with portal.wrap_async_context_manager(
-            memory_server(Path(workspace), result_mode="structured")
-        ) as client:
-            portal.call(run, client, "x = 1\nprint('a line')")  # an execution to read, search, inspect
+    server = memory_server(Path(workspace), result_mode="structured")
+    with (
+        anyio.from_thread.start_blocking_portal("asyncio") as portal,
+        portal.wrap_async_context_manager(server) as client,
+    ):
+        portal.call(run, client, "x = 1\nprint('a line')")  # an execution to read, search, inspect
         yield portal, client
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -155,3 +156,39 @@ def test_daemon_logs_rotate_keeping_the_last_five(cli: Cli) -> None:
     logs = sorted(path.name for path in cli.runtime.glob("daemon-*.log"))
     assert len(logs) == 5
     assert logs[:4] == [f"daemon-{1000 + n}-1.log" for n in range(4, 8)]
+
+
+def test_the_cli_never_sends_anything_to_the_environments_proxy(cli: Cli) -> None:
+    # Since the CLI speaks to its daemon over a Unix socket, a proxy has nothing to intercept.
+    with socket.socket() as trap:
+        trap.bind(("127.0.0.1", 0))
+        trap.listen()
+        trap.setblocking(False)
+        proxy = f"http://127.0.0.1:{trap.getsockname()[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "warmkernel", "run", "6 * 7"],
+            cwd=cli.workspace,
+            env={**cli.env, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy, "NO_PROXY": ""},
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 0 and "Out[1]: 42" in done.stdout, done.stderr
+        with pytest.raises(BlockingIOError):
+            trap.accept()
+
+
+def test_a_size_that_is_not_one_is_refused_with_the_valid_forms(cli: Cli) -> None:
+    done = cli("start", "--max-kernel-memory", "8X")
+    assert done.returncode == 2
+    assert "'8X' is not a size; give a number of bytes, or one with K, M, G or T" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_guards_are_kernel_options_of_the_daemon(cli: Cli) -> None:
+    assert cli("start", "--max-kernel-memory", "8G", "--max-cell-output-bytes", "1M").returncode == 0
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    options = json.loads(descriptor.read_text())["kernel_options"]
+    assert (options["max_kernel_memory_bytes"], options["max_cell_output_bytes"]) == (8 << 30, 1 << 20)
+    done = cli("start", "--max-kernel-memory", "4G")
+    assert done.returncode == 2 and "kernel_options_differ" in done.stderr

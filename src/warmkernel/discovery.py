@@ -214,6 +214,7 @@ def _start_lock(workspace: Path) -> Iterator[None]:
     """Held while a workspace's daemon is looked for and, if need be, started."""
     locks = runtime_dir() / "locks"
     locks.mkdir(mode=0o700, exist_ok=True)
+    _check_private(locks)
     name = f"{zlib.crc32(str(workspace.resolve()).encode()):08x}"  # a collision only serializes two starts
     fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -53,6 +53,12 @@ class Settings:
     """While a tool waits for a cell, a progress notification goes out this often (if the client asked)."""
     spare_kernels: int = 0
     """Fresh local kernels kept started in the background, so a reset swaps one in at once."""
+    max_cell_output_bytes: int = 1_000_000_000
+    """Output one cell may produce; past it the cell's further output is dropped (and counted), the
+    cell runs on."""
+    max_kernel_memory_bytes: int | None = None
+    """Memory (resident, the kernel and every process it started) past which the running cell is
+    interrupted, and the kernel killed if it stays above for 5 s; None: no ceiling."""
     jupyter_url: str | None = None
     """A Jupyter Server or (Enterprise) Kernel Gateway that runs the kernel instead of this machine."""
     jupyter_token: str | None = field(default=None, repr=False)

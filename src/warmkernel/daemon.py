@@ -36,6 +36,7 @@ from warmkernel.discovery import (
 from warmkernel.errors import WarmkernelError
 from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, Kernelspec, owned_jupyter_server
+from warmkernel.kernel import leftovers
 from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
@@ -68,6 +69,7 @@ class DaemonOptions:
 async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOptions) -> None:
     """Serve the workspace until cancelled (a signal, `warmkernel stop`) or idle for `idle_stop_s`."""
     notebook = _jupyter_notebook(workspace, options.jupyter_notebook)
+    await anyio.to_thread.run_sync(leftovers.sweep)
     # A short private directory: a Unix socket path must stay under about 107 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX))
     try:

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 import zlib
@@ -32,6 +33,7 @@ from warmkernel.errors import WarmkernelError
 RUNTIME_DIR_ENV = "WARMKERNEL_RUNTIME_DIR"
 DAEMON_START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
+KEPT_LOGS = 5
 SOCKET_DIR_PREFIX = "wkd-"
 """A daemon's socket lives in a private directory of the temp directory named so."""
 
@@ -103,17 +105,26 @@ def runtime_dir() -> Path:
 
         path = Path(tempfile.gettempdir()) / f"warmkernel-{os.getuid()}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
+    _check_private(path)
+    return path
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a directory that is a symlink (its target would be chmod'ed and trusted) or another
+    user's; make ours 0700."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise WarmkernelError("daemon_error", f"{path} is a symbolic link; refusing to use it (remove it)")
     if info.st_uid != os.getuid():
         raise WarmkernelError("daemon_error", f"{path} belongs to another user; refusing to use it")
     if info.st_mode & 0o077:
         path.chmod(0o700)
-    return path
 
 
 def _descriptors_dir() -> Path:
     path = runtime_dir() / "daemons"
     path.mkdir(mode=0o700, exist_ok=True)
+    _check_private(path)
     return path
 
 
@@ -123,7 +134,8 @@ def write_descriptor(descriptor: Descriptor) -> Path:
     target = directory / f"{descriptor.id}.json"
     import tempfile
 
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    # Not named *.json: readers list those, and must never see (or delete) a half-written one.
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".partial")
     with os.fdopen(fd, "w") as handle:  # mkstemp creates it 0600
         json.dump(asdict(descriptor), handle)
     os.replace(temporary, target)
@@ -146,9 +158,13 @@ def _alive(descriptor: Descriptor) -> bool:
 def live_descriptors() -> list[Descriptor]:
     """Every live daemon of this user, oldest first; stale or unreadable descriptors are deleted."""
     found: list[Descriptor] = []
-    for path in sorted(_descriptors_dir().glob("*.json")):
+    for path in sorted(_descriptors_dir().glob("[!.]*.json")):
         try:
+            if path.lstat().st_uid != os.getuid():
+                continue  # planted by another user: never trusted
             descriptor = Descriptor.from_json(json.loads(path.read_text()))
+        except FileNotFoundError:
+            continue  # its daemon removed it meanwhile
         except (OSError, ValueError, TypeError):
             path.unlink(missing_ok=True)
             continue
@@ -200,6 +216,7 @@ def _start_lock(workspace: Path) -> Iterator[None]:
     """Held while a workspace's daemon is looked for and, if need be, started."""
     locks = runtime_dir() / "locks"
     locks.mkdir(mode=0o700, exist_ok=True)
+    _check_private(locks)
     name = f"{zlib.crc32(str(workspace.resolve()).encode()):08x}"  # a collision only serializes two starts
     fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -278,6 +295,7 @@ def start_daemon(
             start_new_session=True,
         )
     os.close(write_fd)
+    _rotate_logs(log_path.parent)
     try:
         daemon_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
     finally:
@@ -289,6 +307,20 @@ def start_daemon(
     descriptor = find_daemon(workspace, daemon_id)
     assert descriptor is not None
     return descriptor
+
+
+def _rotate_logs(directory: Path) -> None:
+    """Keep the newest `KEPT_LOGS` daemon logs (a live daemon writes on into one removed)."""
+    logs = sorted(directory.glob("daemon-*.log"), key=_modified, reverse=True)
+    for old in logs[KEPT_LOGS:]:
+        old.unlink(missing_ok=True)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another start
+        return 0.0
 
 
 def _read_line(fd: int, timeout_s: float) -> str:

@@ -37,14 +37,15 @@ class BearerAuth:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope["headers"]).get(b"authorization", b"")
-        if secrets.compare_digest(given, self.expected):
+        # The scheme is case-insensitive (RFC 9110 11.1): `bearer TOKEN` is as good as `Bearer TOKEN`.
+        scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").strip().partition(b" ")
+        if scheme.lower() == b"bearer" and secrets.compare_digest(given.strip(), self.expected):
             await self.app(scope, receive, send)
             return
         body = b"401 Unauthorized: send the session token as 'Authorization: Bearer <token>'\n"

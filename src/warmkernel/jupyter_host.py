@@ -36,6 +36,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 5.0
 """How long the server gets to shut its kernels down after SIGTERM before its tree is killed."""
 _LOG_TAIL_LINES = 10
+_TOKEN_FILE = "server-token"
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,10 @@ async def owned_jupyter_server(
                     "jupyter_server_failed", f"could not run {sys.executable} -m jupyter_server: {exc}"
                 ) from exc
         try:
-            lab = await _until_ready(process, url, token, log_file)
+            try:
+                lab = await _until_ready(process, url, token, log_file)
+            finally:
+                (runtime.path / _TOKEN_FILE).unlink(missing_ok=True)  # read at the server's start
             yield JupyterHost(url, token, process.pid, lab, kernelspec.name)
         finally:
             with anyio.CancelScope(shield=True):
@@ -161,8 +165,10 @@ def _argv(root_dir: Path, port: int, kernel_name: str) -> list[str]:
 def _environment(root: Path, token: str, python: str, kernelspec: Kernelspec) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
-    The token travels in the environment: a command line is visible to every user. The private
-    data directory comes first on the kernelspec path, so its kernelspec is the one started.
+    The token travels in a private file named by the environment, removed once the server
+    answers: a command line is visible to every user, and the server's kernels inherit its
+    environment (a cell could read a token there). The private data directory comes first on the
+    kernelspec path, so its kernelspec is the one started.
     """
     env = kernel_environment(root)
     spec = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / kernelspec.name / "kernel.json"
@@ -178,8 +184,10 @@ def _environment(root: Path, token: str, python: str, kernelspec: Kernelspec) ->
         )
     )
     env.pop("JUPYTER_NO_CONFIG", None)
-    env.pop("JUPYTER_TOKEN_FILE", None)
-    env["JUPYTER_TOKEN"] = token
+    token_file = root / _TOKEN_FILE
+    token_file.touch(mode=0o600)
+    token_file.write_text(token)
+    env["JUPYTER_TOKEN_FILE"] = str(token_file)
     return env
 
 

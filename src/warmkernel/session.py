@@ -67,6 +67,7 @@ from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import documents, refusals
+from warmkernel.present.execution import memory_ceiling_reason
 from warmkernel.present.status import restart_notice
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, ExportFormat, Generation, ReadableStream
@@ -80,6 +81,9 @@ _DEATH_DRAIN_S = 0.2
 # interrupts the kernel, and past that plus the give-up time stops waiting for it.
 _INSPECT_GRACE_S = 1.0
 _INSPECT_GIVE_UP_S = 5.0
+_MEMORY_GRACE_S = 5.0
+"""How long a kernel may stay above its memory ceiling after the interrupt before it is killed."""
+_MEMORY_SAMPLE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,8 @@ class Session:
             self._kernel, self._ready_since = kernel, time.time()
             kernel.channel.on_foreign = partial(self._adopt, kernel)
             self._tg.start_soon(self._watch_exit, kernel)
+            if self.settings.max_kernel_memory_bytes is not None:
+                self._tg.start_soon(self._watch_memory, kernel, self.settings.max_kernel_memory_bytes)
         finally:
             ready.set()
             self._announce()
@@ -270,6 +276,43 @@ class Session:
             f"A fresh kernel (generation {kernel.generation + 1}) was started."
         )
         self._begin_kernel_start()
+
+    async def _watch_memory(self, kernel: Kernel, ceiling: int) -> None:
+        """Hold the kernel under its memory ceiling: past it the running cell is interrupted; still
+        above it `_MEMORY_GRACE_S` later, the kernel is killed and a fresh one started.
+
+        Memory has no event to wait on: it is sampled every `_MEMORY_SAMPLE_S`."""
+        above_since: float | None = None
+        while not kernel.exited.is_set():
+            used = await anyio.to_thread.run_sync(kernel.memory_bytes)
+            if used is None or used <= ceiling:
+                above_since = None
+            elif above_since is None:
+                above_since = time.monotonic()
+                if self._running is not None and self._running.kernel is kernel:
+                    self._running.interrupt()
+            elif time.monotonic() - above_since >= _MEMORY_GRACE_S:
+                await self._kill_over_ceiling(kernel, memory_ceiling_reason(ceiling, used))
+                return
+            await anyio.sleep(_MEMORY_SAMPLE_S)
+
+    async def _kill_over_ceiling(self, kernel: Kernel, reason: str) -> None:
+        async with self._reset_lock:
+            if self._kernel is not kernel:
+                return  # a reset or a death replaced it meanwhile
+            # A cell sent from now on waits for the fresh kernel, never reaches the dying one.
+            pause = self._ready = anyio.Event()
+            try:
+                await self._launcher.retire(kernel)
+                if self._running is not None:
+                    self._running.finish(ExecutionState.DIED, reason=reason)
+                self._notices.append(
+                    f"note: the kernel (generation {kernel.generation}) was killed: {reason}; its "
+                    f"namespace was lost. A fresh kernel (generation {kernel.generation + 1}) was started."
+                )
+                self._begin_kernel_start()
+            finally:
+                pause.set()
 
     async def kernel(self) -> Kernel:
         """The current kernel, once it is ready (started now if stopped); else the error its start
@@ -392,7 +435,13 @@ class Session:
                 displays=DisplayLog(spill),
                 client=client,
             )
-            tracker = ExecutionTracker(record, kernel, spawn=self._tg.start_soon, on_finish=self._finished)
+            tracker = ExecutionTracker(
+                record,
+                kernel,
+                spawn=self._tg.start_soon,
+                on_finish=self._finished,
+                max_output_bytes=self.settings.max_cell_output_bytes,
+            )
             self._records[number] = record
             self._running = tracker
             inbox: ExecutionTracker | OutputCollector = tracker
@@ -674,11 +723,26 @@ class Session:
                 raise WarmkernelError(
                     "inspection_failed", f"the kernel exited during the {what}; its namespace is gone"
                 )
-            raise refusals.unresponsive(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S)
+            await self._replace_wedged(kernel)
+            raise refusals.unresponsive(budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S, kernel.generation)
         answer = reply.user_expressions.get("answer")
         if answer is None:
             raise WarmkernelError("inspection_failed", f"the kernel replied {reply.status} without an answer")
         return answer
+
+    async def _replace_wedged(self, kernel: Kernel) -> None:
+        """Kill a kernel that answers no interrupt and start a fresh one: a cell sent into it would
+        be numbered and never run. Called with no cell running (inspections hold the kernel)."""
+        async with self._reset_lock:
+            if self._kernel is not kernel:
+                return  # a reset or a death replaced it meanwhile
+            await self._launcher.retire(kernel)
+            self._notices.append(
+                f"note: the kernel (generation {kernel.generation}) answered neither an inspection nor "
+                f"an interrupt and was restarted; its namespace was lost. A fresh kernel (generation "
+                f"{kernel.generation + 1}) was started."
+            )
+            self._begin_kernel_start()
 
     # -- notebook ---------------------------------------------------------------------------------
 

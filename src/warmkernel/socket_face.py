@@ -158,7 +158,12 @@ class SocketFace:
                 while True:
                     try:
                         line = await buffered.receive_until(b"\n", MESSAGE_MAX_BYTES)
-                    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                    except (
+                        anyio.EndOfStream,
+                        anyio.IncompleteRead,
+                        anyio.BrokenResourceError,
+                        anyio.DelimiterNotFound,  # a message past MESSAGE_MAX_BYTES ends the connection
+                    ):
                         return
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord, InputPrompt
 from warmkernel.kernel.base import Kernel
 from warmkernel.kernel.channel import (
@@ -30,6 +31,7 @@ from warmkernel.kernel.channel import (
     Status,
     Stream,
 )
+from warmkernel.present.execution import output_cap_marker, output_cap_reason
 from warmkernel.types import ExecutionState, MsgId
 
 REPLY_AFTER_IDLE_S = 2.0
@@ -56,6 +58,7 @@ class ExecutionTracker:
         reply_after_idle_s: float = REPLY_AFTER_IDLE_S,
         input_settle_s: float = INPUT_SETTLE_S,
         foreign: bool = False,
+        max_output_bytes: int = Settings.max_cell_output_bytes,
     ) -> None:
         self.record = record
         self.kernel = kernel
@@ -71,10 +74,14 @@ class ExecutionTracker:
         self._reply: Reply | None = None
         self._idle = False
         self._foreign = foreign
+        self._max_output_bytes = max_output_bytes
+        self._output_bytes = 0
 
     def deliver(self, event: Event) -> None:
         record = self.record
         if record.state.finished:
+            return
+        if self._over_output_cap(event):
             return
         match event:
             case Stream(name=name, text=text):
@@ -115,6 +122,33 @@ class ExecutionTracker:
         if self._reply is not None and self._idle:
             self.finish(_state_of(self._reply, self._interrupt_requested))
 
+    def _over_output_cap(self, event: Event) -> bool:
+        """Count the event's output; past the cell's cap, drop it (one marker line says so).
+
+        A stream message that crosses the cap keeps its whole lines below it."""
+        match event:
+            case Stream(text=text):
+                size = len(text.encode("utf-8", "replace"))
+            case Result(data=data) | Display(data=data):
+                size = sum(len(value) for value in data.values() if isinstance(value, str))
+            case _:  # a traceback is never dropped: it says how the cell ended
+                return False
+        room = self._max_output_bytes - self._output_bytes
+        self._output_bytes += size
+        if size <= room:
+            return False
+        record = self.record
+        if not record.output_dropped_bytes:
+            record.output_arrived()
+            if isinstance(event, Stream) and room > 0:
+                kept = event.text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+                kept = kept[: kept.rfind("\n") + 1]
+                record.output.append(event.name, kept)
+                size -= len(kept.encode("utf-8"))
+            record.output.append("stderr", output_cap_marker(self._max_output_bytes))
+        record.output_dropped_bytes += size
+        return True
+
     async def _ask_input(self, prompt: InputPrompt, interrupts: int) -> None:
         await anyio.sleep(self._input_settle_s)
         # An interrupt sent meanwhile ends input() before anyone could answer it.
@@ -154,6 +188,9 @@ class ExecutionTracker:
     def finish(self, state: ExecutionState, reason: str = "") -> None:
         """End the record as `state` (e.g. `died` with the exit reason); later events are dropped."""
         self.kernel.channel.forget(self.msg_id)
+        if self.record.output_dropped_bytes:
+            dropped = output_cap_reason(self.record.output_dropped_bytes, self._max_output_bytes)
+            reason = f"{reason}; {dropped}" if reason else dropped
         self.record.finish(state, reason=reason)
         self._on_finish(self)
 

@@ -41,6 +41,7 @@ def bearer(token: str) -> dict[str, str]:
         pytest.param({}, 401, id="no-token"),
         pytest.param(bearer("wrong"), 401, id="wrong-token"),
         pytest.param({"Authorization": "Basic abc"}, 401, id="wrong-scheme"),
+        pytest.param({"Authorization": "Bearer"}, 401, id="no-token-after-the-scheme"),
     ],
 )
 async def test_requests_without_the_token_are_refused(
@@ -61,8 +62,11 @@ async def test_foreign_origin_is_refused_even_with_the_token(http_endpoint: Endp
     assert response.status_code == 403
 
 
-async def test_the_token_opens_the_endpoint(http_endpoint: Endpoint) -> None:
-    response = await post(http_endpoint, bearer(http_endpoint.token))
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+async def test_the_token_opens_the_endpoint_whatever_the_case_of_its_scheme(
+    http_endpoint: Endpoint, scheme: str
+) -> None:
+    response = await post(http_endpoint, {"Authorization": f"{scheme} {http_endpoint.token}"})
     assert response.status_code == 200
 
 

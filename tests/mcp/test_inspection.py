@@ -373,6 +373,50 @@ async def test_a_summary_that_swallows_the_timeout_is_interrupted_by_the_server(
         assert (await run(client, "1 + 1"))[1].endswith("Out[2]: 2")
 
 
+async def test_a_kernel_that_ignores_every_interrupt_during_an_inspection_is_restarted(
+    fresh_client: FreshClient,
+) -> None:
+    wedged = (
+        "import time\n"
+        "class S:\n"
+        "    def __sizeof__(self):\n"
+        "        while True:\n"
+        "            try:\n"
+        "                time.sleep(.5)\n"
+        "            except BaseException:\n"
+        "                pass\n"
+        "s = S()"
+    )
+    async with fresh_client(inspect_timeout_s=0.5) as client:
+        await run(client, wedged)
+        with anyio.fail_after(30):
+            code, message = await call_error(client, "list_python_variables")
+        assert code == "inspection_failed"
+        assert "it was restarted as generation 2, and its namespace was lost" in message
+        with anyio.fail_after(60):
+            number, text = await run(client, "'answered'")
+        assert number == 2 and "Out[2]: 'answered'" in text
+        assert "answered neither an inspection nor an interrupt and was restarted" in text
+        assert "generation 2" in await call(client, "python_status")
+
+
+async def test_a_users_own_import_name_does_not_break_inspection_or_notebooks(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    notebook = new_notebook(cells=[new_code_cell("y = 2", id="a")])
+    (tmp_path / "nb.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
+    async with fresh_client() as client:
+        await run(client, "__import__ = None\nsys = 'mine'\nx = 1")
+        assert "x" in await call(client, "list_python_variables")
+        assert '"type": "int"' in await call(client, "inspect_python_variable", name="x")
+        ran = await call(client, "run_notebook_cells", path="nb.ipynb", timeout_seconds=60)
+        assert "In [2]" in ran
+        assert "fresh" in await call(client, "notebook_status", path="nb.ipynb")
+
+
 async def test_a_cell_sent_during_an_inspection_runs_after_it_with_the_next_number(
     fresh_client: FreshClient,
 ) -> None:

@@ -109,6 +109,42 @@ async def test_reset_kills_a_setsid_grandchild(fresh_client: FreshClient) -> Non
         assert gone(grandchild)
 
 
+# A child that starts a grandchild in a session of its own and exits: the grandchild is adopted
+# by init (or a subreaper), so it is no longer in the kernel's process tree.
+DOUBLE_FORK = (
+    "import subprocess, sys\n"
+    "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+    "start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, "
+    "stderr=subprocess.DEVNULL)\n"
+    "print(grandchild.pid)"
+)
+
+
+async def test_reset_kills_a_double_forked_grandchild(fresh_client: FreshClient) -> None:
+    spawn = (
+        "import subprocess, sys\n"
+        f"int(subprocess.run([sys.executable, '-c', {DOUBLE_FORK!r}], capture_output=True, text=True).stdout)"
+    )
+    async with fresh_client() as client:
+        _, text = await run(client, spawn)
+        grandchild = int(body(text)[0].split(":", 1)[1])
+        kernel = await kernel_pid(client)
+        assert grandchild not in {proc.pid for proc in psutil.Process(kernel).children(recursive=True)}
+        await call(client, "reset_python")
+        assert gone(grandchild)
+
+
+async def test_the_kernel_environment_holds_no_token_of_warmkernel(
+    fresh_client: FreshClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ("WARMKERNEL_TOKEN", "WARMKERNEL_JUPYTER_TOKEN", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
+    for name in names:
+        monkeypatch.setenv(name, "secret-value")
+    async with fresh_client() as client:
+        _, text = await run(client, "import os; sorted(v for v in os.environ.values() if 'secret' in v)")
+        assert body(text) == ["Out[1]: []"]
+
+
 async def test_records_stay_readable_after_reset(fresh_client: FreshClient) -> None:
     async with fresh_client() as client:
         await run(client, "print('kept')")

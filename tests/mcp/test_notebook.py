@@ -538,3 +538,58 @@ async def test_status_text_names_states_reasons_and_the_plan(
             "1  b   never_run      never_run  y",
             'plan: b. run_notebook_cells(path="nb.ipynb", kernel="nb-nb") runs them in order',
         ]
+
+
+# -- confinement and ownership -------------------------------------------------------------------
+
+
+async def test_paths_outside_the_workspace_are_refused_without_saying_what_is_there(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, open_notebook: Any
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    write_notebook(elsewhere / "other.ipynb", [("a", "1")])
+    original = (elsewhere / "other.ipynb").read_text()
+    (elsewhere / "plain.txt").write_text("not json")
+    (tmp_path / "link.ipynb").symlink_to(elsewhere / "other.ipynb")
+    write_notebook(tmp_path / NB, [("a", "1")])
+    async with open_notebook as client:
+        messages = set()
+        for given in (
+            str(elsewhere / "other.ipynb"),  # an existing notebook
+            str(elsewhere / "plain.txt"),  # an existing file that is not JSON
+            str(elsewhere / "missing.ipynb"),  # nothing at all
+            "../" * 12 + str(elsewhere / "other.ipynb").lstrip("/"),
+            "link.ipynb",  # a symlink inside that leads out
+        ):
+            code, message = await call_error(client, "notebook_status", path=given)
+            assert code == "path_outside_workspace", message
+            assert f"outside the workspace {tmp_path}" in message
+            messages.add(message.replace(given, "PATH"))
+        assert len(messages) == 1  # the same words whatever is there: no oracle
+        code, message = await call_error(client, "watch_notebook_file", path=NB, file="/etc/passwd", cell="a")
+        assert code == "path_outside_workspace"
+        assert (elsewhere / "other.ipynb").read_text() == original
+
+
+async def test_write_back_keeps_the_files_inode_owner_group_and_mode(
+    tmp_path: Path, open_notebook: Any
+) -> None:
+    path = tmp_path / NB
+    write_notebook(path, [("a", "print('hello')")])
+    path.chmod(0o664)
+    if os.getuid() == 0:
+        os.chown(path, 1000, 1001)
+    os.link(path, tmp_path / "hard-link.ipynb")
+    before = path.stat()
+    async with open_notebook as client:
+        ran = await run_cells(client, "all")
+        assert ran["cells"][0]["outputs_saved"] == "saved"
+    after = path.stat()
+    assert (after.st_ino, after.st_uid, after.st_gid, after.st_mode) == (
+        before.st_ino,
+        before.st_uid,
+        before.st_gid,
+        before.st_mode,
+    )
+    linked = nbformat.read(tmp_path / "hard-link.ipynb", as_version=4)
+    assert linked.cells[1].outputs[0]["text"] == "hello\n"

@@ -8,6 +8,7 @@ the server and its kernel live on.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -239,3 +240,72 @@ async def test_a_jupyter_url_that_is_not_http_is_refused_at_start(tmp_path: Path
             pass
     assert caught.value.code == "invalid_arguments"
     assert "http:// or https:// URL" in caught.value.message
+
+
+_BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+@dataclass
+class ProxyTrap:
+    """A listener set as every proxy of the environment: it keeps each request line it gets and
+    answers 502."""
+
+    port: int = 0
+    requests: list[str] = field(default_factory=list)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        task_status.started()
+        async with listener:
+            await listener.serve(self._answer)
+
+    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                self.requests.append((await stream.receive()).split(b"\r\n", 1)[0].decode())
+                await stream.send(
+                    b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                )
+
+
+@pytest.fixture
+async def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ProxyTrap]:
+    trap = ProxyTrap()
+    async with anyio.create_task_group() as tg:
+        await tg.start(trap.serve)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{trap.port}")
+        monkeypatch.setenv("NO_PROXY", "")
+        monkeypatch.setenv("no_proxy", "")
+        yield trap
+        tg.cancel_scope.cancel()
+
+
+async def test_a_loopback_jupyter_server_is_reached_without_the_environments_proxy(
+    proxy_trap: ProxyTrap, remote_client: FreshClient
+) -> None:
+    async with remote_client() as client:
+        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
+        await call(client, "reset_python")
+    assert proxy_trap.requests == []
+
+
+async def test_a_remote_jupyter_server_is_reached_through_the_environments_proxy(
+    proxy_trap: ProxyTrap, fresh_client: FreshClient
+) -> None:
+    async with fresh_client(jupyter_url="http://jupyter.example.invalid:8888/", jupyter_token="t") as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_failed" and "502" in message
+    assert proxy_trap.requests[0].startswith("POST http://jupyter.example.invalid:8888/api/")
+
+
+async def test_the_owned_servers_token_is_not_in_its_kernels_environment(
+    remote_client: FreshClient, jupyter_server: JupyterServer
+) -> None:
+    async with remote_client() as client:
+        token = jupyter_server.token
+        held = f"sorted(k for k, v in os.environ.items() if {token!r} in v or k.endswith('_TOKEN'))"
+        assert "Out[1]: []" in (await run(client, f"import os; {held}"))[1]
+        file = "os.path.exists(os.environ.get('JUPYTER_TOKEN_FILE', ''))"  # read at start, then removed
+        assert "Out[2]: False" in (await run(client, file))[1]

@@ -46,6 +46,10 @@ def selected(spec: str | None, total: int = TOTAL) -> list[int]:
         pytest.param("-1:", 0, [], id="last line of an empty stream"),
         pytest.param("99999999999999999999:", TOTAL, [], id="huge number"),
         pytest.param("01:03", TOTAL, [1, 2, 3], id="leading zeros"),
+        pytest.param("5" * 5000 + ":", TOTAL, [], id="5,000 digits past the end"),
+        pytest.param(":" + "5" * 5000, TOTAL, list(range(1, 51)), id="5,000-digit stop clamps"),
+        pytest.param("-" + "5" * 5000 + ":", TOTAL, list(range(1, 51)), id="5,000 digits before line 1"),
+        pytest.param("0" * 5000 + "7:7", TOTAL, [7], id="5,000 leading zeros"),
     ],
 )
 def test_valid_line_range_selects_lines(spec: str | None, total: int, expected: list[int]) -> None:

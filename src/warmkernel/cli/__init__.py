@@ -7,7 +7,9 @@ only by the serving verbs, so a client verb stays a light, short-lived process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -22,10 +24,10 @@ from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(attach_dash_values(sys.argv[1:] if argv is None else argv))
     try:
-        handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb)
-        if handler is not None:
-            return handler(args)
-        return run_tool_verb(args)
+        handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb) or run_tool_verb
+        status = handler(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is reported like any failure
+        return status
     except WarmkernelError as exc:
         if getattr(args, "json", False):
             print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
@@ -34,3 +36,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if exc.code in CALLER_MISTAKES else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of our output left (`| head`): say so once, where it can still be read.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _say("output_closed: standard output was closed before the whole reply was written")
+        return EXIT_ERROR
+    except Exception as exc:  # our bug: one line, never a traceback (a server's goes to its log)
+        if args.verb in SERVING_VERBS:
+            raise
+        _say(f"internal_error: {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"warmkernel: {line}", file=sys.stderr)

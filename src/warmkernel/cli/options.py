@@ -16,6 +16,7 @@ from typing import Any, Literal
 from warmkernel.config import Settings, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
+from warmkernel.sizes import parse_size
 from warmkernel.workspace import resolve_workspace
 
 
@@ -41,6 +42,14 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
     return value
+
+
+def _size(text: str) -> int:
+    """A size in bytes, `8G` style (argparse exits with status 2 otherwise)."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _OPTIONS = (
@@ -83,6 +92,24 @@ _OPTIONS = (
         "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
         "BYTES",
         int,
+    ),
+    _Option(
+        "--max-cell-output-bytes",
+        "max_cell_output_bytes",
+        "kernel",
+        "output one cell may produce; past it the cell's further output is dropped with one marker "
+        "line, and counted, while the cell runs on",
+        "SIZE",
+        _size,
+    ),
+    _Option(
+        "--max-kernel-memory",
+        "max_kernel_memory_bytes",
+        "kernel",
+        "memory ceiling of a local kernel and the processes it started (e.g. 8G): past it the running "
+        "cell is interrupted, and if memory stays above it for 5 s the kernel is killed (default: none)",
+        "SIZE",
+        _size,
     ),
     _Option(
         "--spill-threshold-bytes",

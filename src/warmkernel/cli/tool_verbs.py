@@ -23,6 +23,9 @@ from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.tool_params import Param, Tool, Verb
 
 RUN = "run_python"
+MAX_CELL_BYTES = 32 * 1024 * 1024
+"""The largest cell `run -f` or `run -` sends (one socket message, JSON-escaped, stays far below
+the daemon's limit)."""
 
 
 @dataclass(frozen=True)
@@ -66,16 +69,35 @@ def _source(args: argparse.Namespace) -> str:
         raise WarmkernelError("invalid_arguments", "give CODE or -f FILE, not both")
     if args.file is not None:
         try:
-            return args.file.read_text()
+            with open(args.file, "rb") as handle:
+                return _cell_text(handle.read(MAX_CELL_BYTES + 1), str(args.file))
         except OSError as exc:
             raise WarmkernelError("invalid_arguments", f"cannot read {args.file}: {exc.strerror}") from exc
     if args.freeform == "-":
-        return sys.stdin.read()
+        return _cell_text(sys.stdin.buffer.read(MAX_CELL_BYTES + 1), "standard input")
     if args.freeform is None:
         raise WarmkernelError(
             "invalid_arguments", 'give the cell: warmkernel run "CODE", -f FILE, or - for stdin'
         )
     return args.freeform
+
+
+def _cell_text(data: bytes, where: str) -> str:
+    """A cell read from a file or stdin: UTF-8, and small enough for one message to the daemon."""
+    if len(data) > MAX_CELL_BYTES:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"{where} holds more than {MAX_CELL_BYTES:,} bytes; a cell that large should read its data "
+            "from a file instead (`open(...)` in a shorter cell)",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"{where} is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+            "save it as UTF-8",
+        ) from exc
 
 
 def _with_directives(source: str, args: argparse.Namespace) -> str:

@@ -15,6 +15,9 @@ from warmkernel.errors import WarmkernelError
 # ASCII digits only: `\d` would accept other scripts' digits, which int() then reads.
 _SPEC = re.compile(r"(-?0*[1-9][0-9]*)?:(-?0*[1-9][0-9]*)?")
 _ZERO = re.compile(r"-?0+")
+_MAX_DIGITS = 18
+_BEYOND = 10**_MAX_DIGITS
+"""A line number past every stream: a longer end means the same once clamped."""
 _SHOWN = 40
 """Characters of a refused spec quoted back in the message."""
 _FORMS = 'use 1-based lines like "20:40", ":10", "-10:" or "3:3" (-1 is the last line)'
@@ -42,7 +45,16 @@ def parse_line_range(spec: str | None) -> LineRange:
     if match is None:
         raise WarmkernelError("invalid_line_range", _explain(spec))
     start, stop = match.groups()
-    return LineRange(None if start is None else int(start), None if stop is None else int(stop))
+    return LineRange(_number(start), _number(stop))
+
+
+def _number(end: str | None) -> int | None:
+    """An end as an int; one past any stream's length (int() refuses 4,300 digits) is clamped."""
+    if end is None:
+        return None
+    digits = end.lstrip("-").lstrip("0")
+    sign = -1 if end.startswith("-") else 1
+    return sign * (_BEYOND if len(digits) > _MAX_DIGITS else int(digits))
 
 
 def _index(line: int, total: int) -> int:

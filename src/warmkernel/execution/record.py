@@ -64,6 +64,8 @@ class ExecutionRecord:
     client: str = ""
     """Who submitted the cell: an MCP client's name (`claude-code`), `cli`, another client of the
     kernel (`root (jupyter session 1a2b3c4d)`), or "" when unknown."""
+    output_dropped_bytes: int = 0
+    """Output past the cell's cap (`max_cell_output_bytes`), dropped as it came."""
     images_not_kept: int = 0
     """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
     _start: float = field(default_factory=time.monotonic)

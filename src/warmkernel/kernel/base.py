@@ -113,6 +113,11 @@ class Kernel(ABC):
     async def kill(self) -> None:
         """End the kernel and everything it started, then stop routing."""
 
+    def memory_bytes(self) -> int | None:
+        """Resident memory of the kernel and every process it started; None where it cannot be seen
+        (a kernel on a Jupyter server)."""
+        return None
+
     def stop(self) -> None:
         """Stop routing messages of this kernel (after it has exited)."""
         self._scope.cancel()

@@ -19,9 +19,17 @@ from pathlib import Path
 from jupyter_client.connect import write_connection_file
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.kernel import leftovers
 
 # Variables that would let the user's environment reach into the kernel or colour its text.
 _DROPPED_ENV = ("PYTHONSTARTUP", "FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "JUPYTER_CONFIG_PATH")
+SECRET_ENV = ("WARMKERNEL_TOKEN", "WARMKERNEL_JUPYTER_TOKEN", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
+"""The tokens warmkernel holds (its own, a Jupyter server's it talks to, the owned server's):
+a cell can read its environment, so the kernel never inherits them."""
+
+KERNEL_MARK_ENV = "WARMKERNEL_KERNEL_MARK"
+"""Names the kernel in its environment: a process that left its tree (double fork, setsid) is
+still found by it when the kernel is killed."""
 
 _KERNEL_FLAGS = (
     "--IPKernelApp.exec_PYTHONSTARTUP=False",
@@ -41,8 +49,9 @@ class RuntimeRoot:
     """
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="wk-"))
+        self.path = Path(tempfile.mkdtemp(prefix=leftovers.ROOT_PREFIX))
         os.chmod(self.path, 0o700)
+        leftovers.write_owner(self.path)  # a killed server's root is swept by the next one
 
     def subdirectory(self, name: str) -> Path:
         """A private (0700) directory inside the root, created on first use; removed with it."""
@@ -64,6 +73,8 @@ class LaunchSpec:
     connection_file: Path
     connection_info: dict[str, object]
     log_file: Path
+    mark: str
+    """The value of `KERNEL_MARK_ENV` in the kernel's environment, which its descendants inherit."""
 
 
 def check_interpreter(python: str) -> None:
@@ -90,7 +101,7 @@ def check_interpreter(python: str) -> None:
 def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The kernel's environment: the server's, minus the user's startup hooks, plus isolation."""
     env = dict(os.environ if base is None else base)
-    for name in _DROPPED_ENV:
+    for name in (*_DROPPED_ENV, *SECRET_ENV):
         env.pop(name, None)
     private = root / "home"
     for name in ("ipython", "jupyter-config", "jupyter-data", "jupyter-runtime"):
@@ -129,11 +140,13 @@ def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> Laun
     argv = kernel_command(python, str(connection_file))
     # The kernel exits by itself if this server dies without cleaning up.
     argv.append(f"--IPKernelApp.parent_handle={os.getpid()}")
+    mark = f"{root.path.name}-{name}"
     return LaunchSpec(
         argv=argv,
-        env=kernel_environment(root.path),
+        env={**kernel_environment(root.path), KERNEL_MARK_ENV: mark},
         cwd=cwd,
         connection_file=connection_file,
         connection_info=dict(info),
         log_file=root.path / f"kernel-{name}.log",
+        mark=mark,
     )

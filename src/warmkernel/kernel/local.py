@@ -17,7 +17,7 @@ import psutil
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, ZmqTransport
-from warmkernel.kernel.launch import RuntimeRoot, check_interpreter, prepare_launch
+from warmkernel.kernel.launch import KERNEL_MARK_ENV, RuntimeRoot, check_interpreter, prepare_launch
 from warmkernel.types import Generation
 
 _LOG_TAIL_LINES = 20
@@ -33,8 +33,10 @@ class LocalKernel(Kernel):
         channel: KernelChannel,
         log_file: Path,
         connection_file: Path,
+        mark: str | None = None,
     ) -> None:
         super().__init__(generation, channel)
+        self._mark = mark
         self._process = process
         self.pid = process.pid
         self.connection_file = connection_file
@@ -71,7 +73,7 @@ class LocalKernel(Kernel):
             except OSError as exc:
                 raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
         channel = KernelChannel(ZmqTransport(spec.connection_info))
-        kernel = cls(generation, process, channel, spec.log_file, spec.connection_file)
+        kernel = cls(generation, process, channel, spec.log_file, spec.connection_file, spec.mark)
         await tg.start(kernel._supervise)
         try:
             await kernel._handshake()
@@ -125,10 +127,22 @@ class LocalKernel(Kernel):
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGINT)
 
+    def memory_bytes(self) -> int | None:
+        try:
+            root = psutil.Process(self.pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return None
+        total = 0
+        for proc in processes:
+            with contextlib.suppress(psutil.Error):
+                total += proc.memory_info().rss
+        return total
+
     async def kill(self) -> None:
         """Kill the kernel and every process it started, then stop routing."""
         self.killed_on_purpose = True
-        await anyio.to_thread.run_sync(kill_process_tree, self.pid)
+        await anyio.to_thread.run_sync(kill_process_tree, self.pid, self._mark)
         # Reaped here, not by waiting for the supervisor: a shutdown may have cancelled it already.
         with anyio.move_on_after(5):
             self.returncode = await self._process.wait()
@@ -160,18 +174,21 @@ class LocalLauncher:
         pass
 
 
-def kill_process_tree(pid: int) -> None:
+def kill_process_tree(pid: int, mark: str | None = None) -> None:
     """SIGKILL a process and all its descendants, including ones that called setsid.
 
     The tree is read before anything is killed: once a parent dies its children are
-    reparented and can no longer be found from here. The root is our own child and is
-    reaped by its exit watcher, so only the descendants are waited for here.
+    reparented and can no longer be found from here. A process that already left the tree
+    (a double fork) is found by its session, or by `mark` in its environment. The root is our
+    own child and is reaped by its exit watcher, so only the others are waited for here.
     """
     try:
         root = psutil.Process(pid)
         descendants = root.children(recursive=True)
     except psutil.NoSuchProcess:
         return
+    known = {proc.pid for proc in descendants} | {pid}
+    descendants += [proc for proc in _strays(pid, mark) if proc.pid not in known]
     for proc in [root, *descendants]:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
@@ -184,3 +201,19 @@ def kill_process_tree(pid: int) -> None:
                 proc.kill()
         except psutil.NoSuchProcess:
             pass
+
+
+def _strays(session: int, mark: str | None) -> list[psutil.Process]:
+    """This user's processes in the kernel's session (it leads one) or marked as the kernel's."""
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.uids().real != os.getuid() or proc.pid == os.getpid():
+                continue
+            if os.getsid(proc.pid) == session or (
+                mark is not None and proc.environ().get(KERNEL_MARK_ENV) == mark
+            ):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found

@@ -15,6 +15,7 @@ died, ends this kernel's generation: the session reports it as died and starts a
 from __future__ import annotations
 
 import ast
+import ipaddress
 import json
 import logging
 import uuid
@@ -60,13 +61,31 @@ def check_jupyter_url(url: str) -> None:
         )
 
 
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this machine's loopback interface."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class JupyterApi:
     """The REST calls warmkernel makes on one Jupyter server, with its token."""
 
     def __init__(self, url: str, token: str | None) -> None:
         self.url = url if url.endswith("/") else url + "/"
         self._headers = {"Authorization": f"token {token}"} if token else {}
-        self._http = httpx2.AsyncClient(base_url=self.url, headers=self._headers, timeout=_REQUEST_TIMEOUT_S)
+        # A proxy from the environment serves a remote server, never a loopback one: it would see
+        # the token, and it cannot reach this machine's loopback anyway.
+        self._http = httpx2.AsyncClient(
+            base_url=self.url,
+            headers=self._headers,
+            timeout=_REQUEST_TIMEOUT_S,
+            trust_env=not is_loopback(self.url),
+        )
 
     async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> httpx2.Response:
         try:

@@ -69,7 +69,18 @@ def watched_file(workspace: Path, given: str) -> Path:
 
 
 def _existing_file(workspace: Path, given: str, noun: str, code: ErrorCode) -> Path:
+    """`given` resolved inside the workspace (symlinks followed). A path that leads out of it is
+    refused before anything about it is looked at, so the answer tells nothing of files elsewhere."""
     path = Path(os.path.normpath(workspace / given))
+    try:
+        inside = path.resolve().is_relative_to(workspace.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
+        raise WarmkernelError(
+            "path_outside_workspace",
+            f"{noun} {given!r} is outside the workspace {workspace}; give a path inside it",
+        )
     if not path.is_file():
         where = f"give a path relative to the workspace {workspace}"
         raise WarmkernelError(code, f"{noun} {given!r} does not exist ({path}); {where}")

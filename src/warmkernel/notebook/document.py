@@ -21,20 +21,18 @@ Writing changes only `outputs` and `execution_count` of the given cells, and onl
 of them is still in the file with the source that ran; otherwise it writes nothing and says
 which cells blocked it. The rest of the file is kept: key order, metadata, other cells,
 minor version, indentation, line endings and the trailing newline. New outputs have sorted
-keys if the file sorts its keys; numbers are written the way Jupyter writes them. The new
-text goes to a temporary file in the same directory, which replaces the notebook
-(`os.replace`) unless the notebook changed meanwhile.
+keys if the file sorts its keys; numbers are written the way Jupyter writes them. The file is
+rewritten in place (it keeps its inode, owner, group, mode and hard links), under a lock and only
+if it still holds what was read, compared right before writing.
 """
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -219,18 +217,20 @@ def _dumps_like(raw: Mapping[str, Any], original: str) -> str:
 
 
 def _replace(target: Path, expected: str, new_text: str) -> bool:
-    """Atomically put `new_text` in place of `target` if it still reads `expected`."""
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(new_text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        shutil.copymode(target, temporary)  # mkstemp makes it 0600; keep the notebook's mode
-        if target.read_bytes() != expected.encode("utf-8"):
+    """Rewrite `target` in place if it still reads `expected`; False (nothing written) otherwise.
+
+    In place, so the file keeps its inode, owner, group, mode and hard links (a replacement
+    would belong to us, and a hard link would keep the old text). The comparison is made on the
+    open file right before writing, under an advisory lock that other warmkernel writers take.
+    """
+    data = new_text.encode("utf-8")
+    with open(target, "r+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        if handle.read() != expected.encode("utf-8"):
             return False  # an editor saved meanwhile; its save wins
-        os.replace(temporary, target)
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+        handle.seek(0)
+        handle.write(data)
+        handle.truncate(len(data))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True

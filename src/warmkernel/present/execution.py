@@ -12,6 +12,7 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.hints import call, kernel_tag
 from warmkernel.present.inline import Shown, inline
 from warmkernel.present.reply import Picture, Reply, clip, duration
+from warmkernel.sizes import format_size
 from warmkernel.types import ExecutionState
 
 RUNNING_LINE_CLIP = 200
@@ -183,3 +184,21 @@ def record_facts(record: ExecutionRecord) -> dict[str, Any]:
         "end_reason": record.end_reason or None,
         "lines": record.output.line_count("combined"),
     }
+
+
+def output_cap_marker(cap: int) -> str:
+    """The one line a cell's output gets where it passes the cell's cap."""
+    return (
+        f"[warmkernel: this cell's output passed --max-cell-output-bytes ({format_size(cap)}); "
+        "further output is dropped and counted, and the cell runs on]\n"
+    )
+
+
+def output_cap_reason(dropped: int, cap: int) -> str:
+    """What a record that passed its output cap says at its end."""
+    return f"{dropped:,} bytes of output dropped past --max-cell-output-bytes ({format_size(cap)})"
+
+
+def memory_ceiling_reason(ceiling: int, used: int) -> str:
+    """Why a kernel over its memory ceiling was killed (the record of its running cell says it)."""
+    return f"memory ceiling {format_size(ceiling)} exceeded ({format_size(used)})"

@@ -100,10 +100,12 @@ def too_many_kernels(name: str, live: list[str], limit: int) -> WarmkernelError:
     )
 
 
-def unresponsive(seconds: float) -> WarmkernelError:
-    """`inspection_failed`: the kernel did not answer a silent question, even when interrupted."""
+def unresponsive(seconds: float, generation: int) -> WarmkernelError:
+    """`inspection_failed`: the kernel did not answer a silent question, even when interrupted, and
+    was replaced so that no later cell is sent into it."""
     return WarmkernelError(
         "inspection_failed",
-        f"the kernel did not answer within {seconds:.0f} s, even after an interrupt; it may be stuck in "
-        f"native code; {call('reset_python')} starts a fresh one",
+        f"the kernel did not answer within {seconds:.0f} s, even after an interrupt (stuck in code that "
+        f"ignores interrupts, or in native code); it was restarted as generation {generation + 1}, "
+        "and its namespace was lost",
     )

@@ -33,7 +33,12 @@ MODULES: dict[Resident, str] = {
 }
 """Where each program lives in the kernel's `sys.modules`."""
 INSPECTION_MODULE = MODULES["inspection"]
-_SYS_MODULES = "__import__('sys').modules"
+_SYS_MODULES = "_warmkernel_modules"
+"""`sys.modules`, put among the builtins when the inspection program loads (a fresh namespace):
+the user's own names (`__import__ = None`, a variable `sys`) cannot hide it from later questions."""
+_PUBLISH_MODULES = (
+    f"__import__('builtins').__dict__.setdefault({_SYS_MODULES!r}, __import__('sys').modules)\n"
+)
 
 
 def _path(program: Program) -> Path:
@@ -48,7 +53,9 @@ def text(program: Program) -> str:
 
 def inspection_install_code(summarizers: Sequence[str]) -> str:
     """Silent code that loads the inspection program (with `common`) and starts it."""
-    return _install_code("inspection", f"part.install(shell, common.rebound, {list(summarizers)!r})")
+    return _PUBLISH_MODULES + _install_code(
+        "inspection", f"part.install(shell, common.rebound, {list(summarizers)!r})"
+    )
 
 
 def notebook_install_code() -> str:
@@ -66,6 +73,8 @@ def question(part: Part, call: str) -> str:
 
 def is_not_loaded(ename: str, evalue: str, part: Part) -> bool:
     """Whether a question to `part` failed because it (or `common`) is not in the kernel."""
+    if ename == "NameError":  # a kernel warmkernel did not start (restarted from an IDE)
+        return _SYS_MODULES in evalue
     return ename == "KeyError" and any(repr(MODULES[name]) in evalue for name in ("common", part))
 
 
@@ -90,7 +99,7 @@ def _loaded(program: Resident) -> str:
         f"    exec(compile({text(program)!r}, {str(_path(program))!r}, 'exec'), module.__dict__),\n"
         f"    {_SYS_MODULES}.__setitem__({name!r}, module),\n"
         "    module,\n"
-        f"))(__import__('types').ModuleType({name!r}))[-1]"
+        f"))({_SYS_MODULES}['sys'].__class__({name!r}))[-1]"
     )
 
 

@@ -1,0 +1,59 @@
+"""Leftovers of servers that are gone: their private runtime roots (`wk-*` in the temp directory).
+
+A server that is killed cannot remove its root, and kernels it started may have left IPC sockets
+and logs there. Each root names its owner (pid and start time) in a file; a root whose owner is
+gone is removed by the next server that starts. A root without that file was made by an older
+version, whose server may still use it without a kernel naming it anywhere: it is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT_PREFIX = "wk-"
+OWNER_FILE = "owner"
+_YOUNG_S = 60.0
+"""A root this new may still be getting its owner file: left alone."""
+
+
+def write_owner(root: Path) -> None:
+    """Name this process as the owner of `root`."""
+    me = psutil.Process()
+    (root / OWNER_FILE).write_text(f"{me.pid} {me.create_time()}")
+
+
+def sweep() -> None:
+    """Remove the roots of this user's servers that are gone."""
+    for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
+        if _ours(root) and not _in_use(root):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _ours(path: Path) -> bool:
+    """A real directory (not a symlink) of this user, old enough to have its owner file."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and time.time() - info.st_mtime > _YOUNG_S
+    )
+
+
+def _in_use(root: Path) -> bool:
+    try:
+        pid, started = (root / OWNER_FILE).read_text().split()
+    except (OSError, ValueError):
+        return True  # no owner named (an older version's) or unreadable: not ours to judge
+    try:
+        owner = psutil.Process(int(pid))
+        return owner.status() != psutil.STATUS_ZOMBIE and abs(owner.create_time() - float(started)) < 1
+    except (psutil.Error, ValueError):
+        return False

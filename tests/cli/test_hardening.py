@@ -1,0 +1,194 @@
+"""The command line under hostile conditions: closed pipes, odd files, planted or racing
+descriptors, a runtime directory that is not ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.cli.conftest import Cli
+from warmkernel.cli.tool_verbs import MAX_CELL_BYTES
+
+
+def one_line(stderr: str, code: str) -> None:
+    assert stderr.count("\n") == 1 and stderr.startswith(f"warmkernel: {code}: "), stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_non_utf8_cell_file_is_invalid_arguments_naming_the_byte(cli: Cli) -> None:
+    (cli.workspace / "cell.py").write_bytes(b"x = '\xff'\n")
+    done = cli("run", "-f", "cell.py")
+    assert done.returncode == 2
+    one_line(done.stderr, "invalid_arguments")
+    assert "not UTF-8 text (byte 0xff at offset 5)" in done.stderr
+
+
+def test_a_cell_file_past_the_limit_is_invalid_arguments(cli: Cli) -> None:
+    with open(cli.workspace / "huge.py", "wb") as handle:
+        handle.truncate(MAX_CELL_BYTES + 1)
+    done = cli("run", "-f", "huge.py")
+    assert done.returncode == 2
+    one_line(done.stderr, "invalid_arguments")
+
+
+def test_a_reader_that_leaves_early_gets_one_line_and_status_1(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    with subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "run", "print('x\\n' * 200_000)"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the reply is written
+        stderr = process.stderr.read()
+        assert process.wait(timeout=90) == 1
+    one_line(stderr, "output_closed")
+
+
+def test_a_live_daemon_whose_socket_is_gone_is_daemon_error_in_one_line(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    Path(json.loads(descriptor.read_text())["socket"]).unlink()
+    done = cli("run", "1")
+    assert done.returncode == 1
+    one_line(done.stderr, "daemon_error")
+
+
+def _planted(cli: Cli, name: str, **fields: object) -> Path:
+    """A descriptor for a live process (this test's), as a daemon would write it."""
+    directory = cli.runtime / "daemons"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / name
+    entry = {
+        "id": "0badcafe",
+        "pid": os.getpid(),
+        "workspace": str(cli.workspace),
+        "socket": "/nonexistent/sock",
+        "started_at": time.time(),
+        **fields,
+    }
+    path.write_text(json.dumps(entry))
+    return path
+
+
+def test_a_half_written_descriptor_is_neither_read_nor_deleted(cli: Cli) -> None:
+    cli.runtime.mkdir(mode=0o700, parents=True)
+    partial = cli.runtime / "daemons" / ".tmp-x.json"
+    partial.parent.mkdir(mode=0o700)
+    partial.write_text("")
+    done = cli("sessions")
+    assert done.returncode == 0 and partial.exists()
+
+
+def test_a_descriptor_with_a_field_this_version_does_not_know_is_kept(cli: Cli) -> None:
+    # An older CLI deleted it as unreadable; unknown fields are ignored since the daemon moved.
+    path = _planted(cli, "0badcafe.json", added_by_a_newer_version=True)
+    done = cli("sessions")
+    assert "0badcafe" in done.stdout and path.exists()
+    path.unlink()
+
+
+def test_a_descriptor_owned_by_another_user_is_not_trusted(cli: Cli) -> None:
+    if os.getuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    path = _planted(cli, "0badcafe.json")
+    os.chown(path, 1000, 1000)
+    done = cli("sessions")
+    assert done.returncode == 0 and "0badcafe" not in done.stdout
+
+
+def test_a_runtime_directory_that_is_a_symlink_is_refused_and_its_target_left_alone(
+    cli: Cli, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    cli.runtime.parent.mkdir(parents=True, exist_ok=True)
+    cli.runtime.symlink_to(target)
+    done = cli("sessions")
+    assert done.returncode == 1
+    one_line(done.stderr, "daemon_error")
+    assert "symbolic link" in done.stderr
+    assert target.stat().st_mode & 0o777 == 0o755
+    cli.runtime.unlink()
+
+
+def test_a_starting_daemon_sweeps_the_runtime_roots_of_servers_that_are_gone(cli: Cli) -> None:
+    gone_owner = Path(tempfile.mkdtemp(prefix="wk-"))
+    (gone_owner / "owner").write_text("999999999 1.0")  # no such process
+    (gone_owner / "kernel-1.log").write_text("left behind")
+    unnamed = Path(tempfile.mkdtemp(prefix="wk-"))  # an older version's root: its owner is unknown
+    alive = Path(tempfile.mkdtemp(prefix="wk-"))
+    (alive / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}")
+    young = Path(tempfile.mkdtemp(prefix="wk-"))  # just made: its owner file may be on the way
+    an_hour_ago = time.time() - 3600
+    for root in (gone_owner, unnamed, alive):
+        os.utime(root, (an_hour_ago, an_hour_ago))
+    try:
+        assert cli("start").returncode == 0
+        assert not gone_owner.exists()
+        assert alive.exists() and young.exists() and unnamed.exists()
+    finally:
+        for root in (gone_owner, unnamed, alive, young):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_daemon_logs_rotate_keeping_the_last_five(cli: Cli) -> None:
+    cli.runtime.mkdir(mode=0o700, parents=True)
+    for n in range(8):
+        old = cli.runtime / f"daemon-{1000 + n}-1.log"
+        old.write_text("old")
+        os.utime(old, (1000 + n, 1000 + n))
+    assert cli("start").returncode == 0
+    logs = sorted(path.name for path in cli.runtime.glob("daemon-*.log"))
+    assert len(logs) == 5
+    assert logs[:4] == [f"daemon-{1000 + n}-1.log" for n in range(4, 8)]
+
+
+def test_the_cli_never_sends_anything_to_the_environments_proxy(cli: Cli) -> None:
+    # Since the CLI speaks to its daemon over a Unix socket, a proxy has nothing to intercept.
+    with socket.socket() as trap:
+        trap.bind(("127.0.0.1", 0))
+        trap.listen()
+        trap.setblocking(False)
+        proxy = f"http://127.0.0.1:{trap.getsockname()[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "warmkernel", "run", "6 * 7"],
+            cwd=cli.workspace,
+            env={**cli.env, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy, "NO_PROXY": ""},
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 0 and "Out[1]: 42" in done.stdout, done.stderr
+        with pytest.raises(BlockingIOError):
+            trap.accept()
+
+
+def test_a_size_that_is_not_one_is_refused_with_the_valid_forms(cli: Cli) -> None:
+    done = cli("start", "--max-kernel-memory", "8X")
+    assert done.returncode == 2
+    assert "'8X' is not a size; give a number of bytes, or one with K, M, G or T" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_guards_are_kernel_options_of_the_daemon(cli: Cli) -> None:
+    assert cli("start", "--max-kernel-memory", "8G", "--max-cell-output-bytes", "1M").returncode == 0
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    options = json.loads(descriptor.read_text())["kernel_options"]
+    assert (options["max_kernel_memory_bytes"], options["max_cell_output_bytes"]) == (8 << 30, 1 << 20)
+    done = cli("start", "--max-kernel-memory", "4G")
+    assert done.returncode == 2 and "kernel_options_differ" in done.stderr

@@ -276,7 +276,8 @@ async def watch_notebook_file(
 async def list_python_variables(
     conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return variables_reply(await conn.session.list_variables(include_modules=args["include_modules"]))
+    include_imports = args["include_imports"] or args["include_modules"]  # the older, narrower name
+    return variables_reply(await conn.session.list_variables(include_imports=include_imports))
 
 
 async def inspect_python_variable(

@@ -455,10 +455,10 @@ class Session:
 
     # -- variable inspection --------------------------------------------------------------
 
-    async def list_variables(self, *, include_modules: bool = False) -> VariableListing:
+    async def list_variables(self, *, include_imports: bool = False) -> VariableListing:
         """The user's variables: type, size, shape or length, and the execution that bound them."""
         budget_s = self.settings.inspect_timeout_s
-        answer = await self._ask_helper(helper.list_expression(include_modules, budget_s), "listed")
+        answer = await self._ask_helper(helper.list_expression(include_imports, budget_s), "listed")
         return helper.read_listing(answer)
 
     async def inspect_variable(self, name: str) -> Summary:

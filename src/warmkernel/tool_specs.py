@@ -370,20 +370,38 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "list_python_variables",
         "The user's variables in the live namespace, without running a cell: name, type, size, shape or "
-        "length, and the execution (In [N]) that last bound each. No `_` names or IPython internals; "
-        "modules only with include_modules. Busy while a cell runs.",
-        (Param("include_modules", Flag(), "Also list imported modules.", False, Spelling(("--modules",))),),
+        "length, shallow size, and the execution (In [N]) that last bound each. No `_` names or IPython "
+        "internals; imports (modules, and functions and classes no cell defined) only with "
+        "include_imports. Busy while a cell runs.",
+        (
+            Param(
+                "include_imports",
+                Flag(),
+                "Also list imports: modules, and functions and classes defined outside the cells.",
+                False,
+                Spelling(("--imports",)),
+            ),
+            Param(
+                "include_modules",
+                Flag(),
+                "The same as include_imports (its earlier name, kept).",
+                False,
+                Spelling(("--modules",)),
+            ),
+        ),
         Annotations(read_only=True),
         (
             Verb(
                 ("vars",),
                 "the user's variables in the live namespace, without running a cell",
-                "warmkernel vars --modules              every variable, imported modules too",
+                "warmkernel vars --imports              every variable, imported modules, functions and "
+                "classes too",
             ),
         ),
         output={
             "variables": "array",
             "total": "integer",
+            "imports_hidden": "integer",
             "modules_hidden": "integer",
             "summary_status": "string",
         },
@@ -391,9 +409,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "inspect_python_variable",
         "A compact typed summary of one variable as JSON, without running a cell (In, Out, _ and the "
-        "numbering stay untouched). DataFrames: shape, column dtypes, nulls, describe, sample rows, memory; "
-        "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items; "
-        "functions and classes: signature and doc. Past the time budget (5 s), type and size only. "
+        "numbering stay untouched). DataFrames: shape, column dtypes, nulls, describe, sample rows; "
+        "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items (a "
+        "dict's with their values); functions and classes: signature and doc. size_bytes is the shallow "
+        "size, as list_python_variables says it; deep_size_bytes (pandas) counts what object columns "
+        "hold too. Past the time budget (5 s), type and size only. "
         "Busy while a cell runs.",
         (
             Param(
@@ -417,6 +437,8 @@ TOOLS: tuple[Tool, ...] = (
             "name": "string",
             "type": "string",
             "size_bytes": "integer",
+            "size_kind": "string",
+            "deep_size_bytes": "integer",
             "summary_status": "string",
             "kind": "string",
             "execution": "integer",

@@ -125,6 +125,8 @@ class CellStatus:
     """warmkernel's number of its last run."""
     depends_on: tuple[str, ...]
     """Ids of the cells above whose definitions it reads, in notebook order."""
+    changed_files: tuple[str, ...] = ()
+    """The files behind `file_changed`: read by its last run, missing or different now."""
 
 
 @dataclass(frozen=True)
@@ -171,13 +173,14 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
             depends = sorted(found)
         run = facts.runs.get(cell.id)
         reasons: list[Reason] = []
+        changed = _changed_files(run, facts) if run is not None else ()
         if cell.id == facts.running:
             state: CellState = "running"
         else:
             if run is None:
                 reasons.append("never_run")
             else:
-                reasons.extend(_run_reasons(cell, index, run, facts, made_by))
+                reasons.extend(_run_reasons(cell, index, run, facts, made_by, changed))
             if any(not_fresh[dependency] for dependency in depends):
                 reasons.append("upstream_stale")
             if undefined:
@@ -197,6 +200,7 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 defines=tuple(sorted(analysis.defines)),
                 execution=run.execution if run else None,
                 depends_on=tuple(ids[dependency] for dependency in depends),
+                changed_files=changed if state != "running" else (),
             )
         )
     plan = tuple(status.id for status in statuses if status.state in ("stale", "never_run"))
@@ -209,7 +213,12 @@ def _provided(source: str) -> frozenset[str]:
 
 
 def _run_reasons(
-    cell: Cell, index: int, run: CellRun, facts: KernelFacts, made_by: Mapping[ExecutionNumber, int]
+    cell: Cell,
+    index: int,
+    run: CellRun,
+    facts: KernelFacts,
+    made_by: Mapping[ExecutionNumber, int],
+    changed_files: tuple[str, ...],
 ) -> list[Reason]:
     """The reasons that compare the last run of the cell at `index` with now."""
     reasons: list[Reason] = []
@@ -217,17 +226,24 @@ def _run_reasons(
         reasons.append("source_changed")
     if run.raised:
         reasons.append("errored")
-    for path, then in run.files_read.items():
-        now = facts.files.get(path)
-        if now is None or now.size != then.size or now.sha256 != then.sha256:
-            reasons.append("file_changed")
-            break
+    if changed_files:
+        reasons.append("file_changed")
     for name, seen in run.read_versions.items():
         now = facts.versions.get(name)
         if now != seen and now != run.execution and (now is None or made_by.get(now, -1) <= index):
             reasons.append("upstream_changed")
             break
     return reasons
+
+
+def _changed_files(run: CellRun, facts: KernelFacts) -> tuple[str, ...]:
+    """The files the run read that are missing now, or differ in size or content, sorted."""
+    changed = []
+    for path, then in run.files_read.items():
+        now = facts.files.get(path)
+        if now is None or now.size != then.size or now.sha256 != then.sha256:
+            changed.append(path)
+    return tuple(sorted(changed))
 
 
 def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tuple[str, ...]:

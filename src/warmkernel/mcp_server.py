@@ -28,7 +28,7 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.execution import execution_reply, progress_message
-from warmkernel.present.hints import default_wait
+from warmkernel.present.hints import Face, default_wait, spoken_to
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
 from warmkernel.present.reply import Picture, Reply
@@ -316,12 +316,15 @@ def build_server(
     *,
     note: str | None = None,
     tell_joined: bool = True,
+    hints: Face = "mcp",
 ) -> Server[Any]:
     """An MCP server over an open session; any transport can serve it, to any number of clients.
 
     `options` are reply options of these clients (`Settings` fields), over the session's own;
     `note` is said to each in its first reply and in every status; `tell_joined`: a client that
-    comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not).
+    comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not);
+    `hints`: how replies spell the calls they suggest (`wait_python(execution=7)`, or for the
+    CLI's verbs `warmkernel wait 7`).
     A `structured` result mode adds structuredContent and output schemas; the text is the same.
     """
     settings = replace(session.settings, **(options or {}))
@@ -360,8 +363,9 @@ def build_server(
                     f"there is no tool {params.name!r}; tools: {', '.join(TOOLS_BY_NAME)}",
                 )
             conn: Connection = ctx.lifespan_context
-            reply = await _HANDLERS[tool.name](conn, tool.parse(params.arguments or {}), ctx)
-            reply = _with_notices(conn, reply)
+            with spoken_to(hints):
+                reply = await _HANDLERS[tool.name](conn, tool.parse(params.arguments or {}), ctx)
+                reply = _with_notices(conn, reply)
         except WarmkernelError as exc:
             if exc.code == "internal_error":
                 log.exception("tool %s failed", params.name)

@@ -8,11 +8,12 @@ only by the serving verbs, so a client verb stays a light, short-lived process.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from warmkernel.cli.daemon_verbs import LOCAL_VERBS
-from warmkernel.cli.exits import EXIT_ERROR, EXIT_USAGE
+from warmkernel.cli.exits import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE
 from warmkernel.cli.parser import attach_dash_values, build_parser
 from warmkernel.cli.serving import SERVING_VERBS
 from warmkernel.cli.tool_verbs import run_tool_verb
@@ -34,3 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if exc.code in CALLER_MISTAKES else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader left (`warmkernel read 3 | head -2`): end quietly, as a process killed by
+        # SIGPIPE would, and keep Python from complaining again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE

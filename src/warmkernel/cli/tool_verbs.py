@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 from warmkernel.cli.exits import exit_status
 from warmkernel.cli.options import workspace_daemon
-from warmkernel.client import open_daemon
+from warmkernel.client import ToolOutcome, open_daemon
 from warmkernel.discovery import find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
@@ -125,8 +127,54 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     elif outcome.error_code is not None:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
-        print("\n".join([outcome.text, *(descriptor.jupyter_lines() if attach else [])]))
+        text = printed(outcome, lambda: _image_dir(args))
+        print("\n".join([text, *(descriptor.jupyter_lines() if attach else [])]))
     return exit_status(args.tool_verb.name, outcome)
+
+
+IMAGE_VERBS = frozenset({"run", "input", "wait", "show", "read", "nb run"})
+"""Verbs whose replies may carry images, which they write to files (`-o DIR`)."""
+
+
+def _image_dir(args: argparse.Namespace) -> Path:
+    """Where this verb writes its images: `-o DIR` (made if missing), else a new temp directory."""
+    chosen: Path | None = getattr(args, "output_dir", None)
+    if chosen is None:
+        return Path(tempfile.mkdtemp(prefix="warmkernel-images-"))
+    try:
+        chosen.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarmkernelError("invalid_arguments", f"cannot write images to {chosen}: {exc.strerror}") from exc
+    return chosen
+
+
+_CAPTION = re.compile(r"\[image (\d+): ")
+_EXECUTION = re.compile(r"^In \[(\d+)\]|^execution (\d+) · images", re.MULTILINE)
+
+
+def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
+    """The reply's text, each image written to a file of `directory()` (asked for only when there
+    is an image) and its path printed where the image was: `[image 1 saved: /tmp/.../7-1.png]`."""
+    lines: list[str] = []
+    folder: Path | None = None
+    execution = outcome.data.get("execution")
+    for block in outcome.blocks or (outcome.text,):
+        if isinstance(block, str):
+            lines.append(block)
+            for found in _EXECUTION.finditer(block):
+                execution = int(found.group(1) or found.group(2))
+            continue
+        folder = folder or directory()
+        captions = _CAPTION.findall(lines[-1]) if lines else []
+        ordinal = captions[-1] if captions else str(len(list(folder.iterdir())) + 1)
+        name = f"execution-{execution}-image-{ordinal}" if execution is not None else f"image-{ordinal}"
+        path = folder / f"{name}{_EXTENSIONS.get(block.mime, '.bin')}"
+        path.write_bytes(block.data)
+        lines.append(f"[image {ordinal} saved: {path}]")
+    return "\n".join(lines)
+
+
+_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
 
 @contextmanager

@@ -60,6 +60,9 @@ class ExecutionRecord:
     """The pending question while `awaiting_input`."""
     error_name: str = ""
     error_value: str = ""
+    traceback_lines: tuple[int, int] | None = None
+    """The combined lines [first, end) its traceback occupies, so a reply can condense them
+    (None: no traceback, or a record reloaded from the journal, which shows it whole)."""
     end_reason: str = ""
     """Why a killed or died execution ended, e.g. `exit code 3` or `signal SIGKILL`."""
     patch_literals: int = 0

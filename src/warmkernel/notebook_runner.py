@@ -16,6 +16,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.notebook.binding import NotebookBinding, NotebookRun, save_outputs
 from warmkernel.notebook.document import CellOutputs, NotebookCell
+from warmkernel.notebook.staleness import RAISES_TAG
 from warmkernel.types import ExecutionState
 
 SAVE_EVERY_S = 1.0
@@ -63,7 +64,8 @@ async def run_cells(
                 if anyio.current_time() >= next_save:
                     await _save_outputs(run, binding)
                     next_save = anyio.current_time() + SAVE_EVERY_S
-            if record.state is not ExecutionState.COMPLETED and (
+            expected = record.state is ExecutionState.ERROR and RAISES_TAG in cell.tags
+            if record.state is not ExecutionState.COMPLETED and not expected and (
                 run.stop_on_error or record.state is not ExecutionState.ERROR
             ):
                 break

@@ -448,15 +448,16 @@ TOOLS: tuple[Tool, ...] = (
         "notebook_status",
         "Which code cells of a Jupyter notebook no longer match the kernel, and why, without running "
         "anything. Binds this session's kernel to the notebook on first use (one per session). Lists each "
-        "code cell in order: index, id, state (fresh, stale, never_run, running), reasons (source_changed, "
-        "never_run, errored, file_changed, upstream_changed, upstream_stale, undefined_name), the names it "
+        "code cell in order: index, id, state (fresh, stale, never_run, running, skipped: empty or tagged "
+        "skip-execution), reasons (source_changed, never_run, errored, file_changed, upstream_changed, "
+        "upstream_stale, undefined_name; empty, skip_execution), the names it "
         "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
         (NOTEBOOK,),
         Annotations(read_only=True),
         (
             Verb(
                 ("nb", "status"),
-                "every code cell's state (fresh, stale, never_run, running), the reasons, and the plan",
+                "every code cell's state (fresh, stale, never_run, running, skipped), the reasons, and the plan",
                 "warmkernel nb status analysis.ipynb    which notebook cells are stale, and why",
             ),
         ),
@@ -472,8 +473,10 @@ TOOLS: tuple[Tool, ...] = (
         "run_notebook_cells",
         "Run cells of the bound notebook in notebook order, each as an ordinary numbered execution, and "
         "reply with each cell's output as run_python does, then what is still stale. Stops at the first "
-        "error unless stop_on_error is false. Outputs are written into the .ipynb (outputs and execution "
-        "counts only) unless the cell's source changed on disk meanwhile. Waits up to timeout_seconds "
+        "error unless stop_on_error is false or the cell is tagged raises-exception; empty cells and cells "
+        "tagged skip-execution are not run. Outputs are written into the .ipynb as Jupyter writes them "
+        "(outputs and execution counts only) unless the cell's source changed on disk meanwhile. Waits up "
+        "to timeout_seconds "
         f"(default: the server's wait, {WAIT}); the run goes on after that.",
         (
             NOTEBOOK,

@@ -35,7 +35,14 @@ from warmkernel.kernel.channel import Inbox
 from warmkernel.notebook.analysis import analyze
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
-from warmkernel.notebook.staleness import CellRun, FileStamp, KernelFacts, NotebookStatus, source_hash
+from warmkernel.notebook.staleness import (
+    RAISES_TAG,
+    CellRun,
+    FileStamp,
+    KernelFacts,
+    NotebookStatus,
+    source_hash,
+)
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 HASH_LIMIT_BYTES = 64 * 1024 * 1024
@@ -137,6 +144,8 @@ class _Started:
     source_hash: str
     read_versions: Mapping[str, ExecutionNumber]
     outputs: OutputCollector
+    expects_error: bool
+    """Tagged raises-exception: an error is how it is meant to end."""
 
 
 class NotebookBinding:
@@ -193,7 +202,9 @@ class NotebookBinding:
         self._helper_generation = self.generation
         read_versions = notebook_helper.read_begin(answer)
         outputs = OutputCollector(inbox, record.number)
-        self._started[record.number] = _Started(cell.id, source_hash(cell.source), read_versions, outputs)
+        self._started[record.number] = _Started(
+            cell.id, source_hash(cell.source), read_versions, outputs, RAISES_TAG in cell.tags
+        )
         return outputs
 
     def finish_run(self, record: ExecutionRecord) -> list[Output]:
@@ -205,7 +216,8 @@ class NotebookBinding:
         self.runs[started.cell_id] = CellRun(
             started.source_hash,
             record.number,
-            raised=record.state is not ExecutionState.COMPLETED,
+            raised=record.state is not ExecutionState.COMPLETED
+            and not (started.expects_error and record.state is ExecutionState.ERROR),
             read_versions=started.read_versions,
         )
         self._unfetched.add(record.number)

@@ -5,8 +5,10 @@ session records (`KernelFacts`, `CellRun`, `FileStamp`), plus `source_hash` and
 `select_cells`. No I/O and no kernel: the caller hashes files and asks the kernel.
 
 Each code cell gets one state: `running` (it is the running cell), `never_run` (no run of it
-is recorded in this kernel), `stale` (it ran, and one of the reasons below holds) or
-`fresh`. Reasons, in the order they are listed:
+is recorded in this kernel), `stale` (it ran, and one of the reasons below holds), `fresh`,
+or `skipped`: it is never run, as nbclient and papermill skip it, because it is `empty` (only
+whitespace) or tagged `skip-execution` (`skip_execution`); it defines nothing for the cells
+below. Reasons of the other states, in the order they are listed:
 
 - `source_changed`: `source_hash` of its source differs from that of the source it ran.
   An edit undone is fresh again.
@@ -48,8 +50,10 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.notebook.analysis import analyze
 from warmkernel.types import ExecutionNumber
 
-CellState = Literal["fresh", "stale", "never_run", "running"]
+CellState = Literal["fresh", "stale", "never_run", "running", "skipped"]
 Reason = Literal[
+    "empty",
+    "skip_execution",
     "source_changed",
     "never_run",
     "errored",
@@ -70,6 +74,22 @@ class Cell(Protocol):
 
     @property
     def source(self) -> str: ...
+
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+
+
+SKIP_TAG = "skip-execution"
+"""A cell with this tag is never run (nbclient's and papermill's `skip_cells_with_tag`)."""
+RAISES_TAG = "raises-exception"
+"""A cell with this tag is expected to raise: its error does not stop a run, nor make it stale."""
+
+
+def skipped_because(cell: Cell) -> Reason | None:
+    """Why a cell is not run, as Jupyter's runners do it: it is empty, or tagged skip-execution."""
+    if not cell.source.strip():
+        return "empty"
+    return "skip_execution" if SKIP_TAG in cell.tags else None
 
 
 @dataclass(frozen=True)
@@ -155,6 +175,11 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
     not_fresh: list[bool] = []
     statuses: list[CellStatus] = []
     for index, cell in enumerate(cells):
+        skipped = skipped_because(cell)
+        if skipped is not None:  # never run, so it defines nothing for the cells below
+            statuses.append(CellStatus(index, cell.id, "skipped", (skipped,), (), None, ()))
+            not_fresh.append(False)
+            continue
         analysis = analyze(cell.source)
         undefined = False
         if analysis.conservative:
@@ -255,7 +280,7 @@ def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tu
     if cells == "stale":
         return status.plan
     if cells == "all":
-        return tuple(cell.id for cell in status.cells)
+        return tuple(cell.id for cell in status.cells if cell.state != "skipped")
     wanted = [cells] if isinstance(cells, str) else list(cells)
     by_id = {cell.id: cell.index for cell in status.cells}
     chosen: set[int] = set()
@@ -268,7 +293,8 @@ def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tu
             chosen.add(index)
     if unknown:
         raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status))
-    return tuple(status.cells[index].id for index in sorted(chosen))
+    # A skipped cell (empty, or tagged skip-execution) is not run even when named.
+    return tuple(status.cells[i].id for i in sorted(chosen) if status.cells[i].state != "skipped")
 
 
 def _index_of(item: str | int, by_id: Mapping[str, int], count: int) -> int | None:

@@ -28,7 +28,7 @@ def notebook_status_reply(view: NotebookView, settings: Settings) -> Reply:
     cells = view.status.cells
     counts = {
         state: sum(cell.state == state for cell in cells)
-        for state in ("fresh", "stale", "never_run", "running")
+        for state in ("fresh", "stale", "never_run", "running", "skipped")
     }
     tally = ", ".join(f"{count} {state.replace('_', ' ')}" for state, count in counts.items() if count)
     lines = [

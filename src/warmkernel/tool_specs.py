@@ -457,7 +457,8 @@ TOOLS: tuple[Tool, ...] = (
         (
             Verb(
                 ("nb", "status"),
-                "every code cell's state (fresh, stale, never_run, running, skipped), the reasons, and the plan",
+                "every code cell's state (fresh, stale, never_run, running, skipped), the reasons, and "
+                "the plan",
                 "warmkernel nb status analysis.ipynb    which notebook cells are stale, and why",
             ),
         ),

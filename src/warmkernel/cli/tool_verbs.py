@@ -144,7 +144,9 @@ def _image_dir(args: argparse.Namespace) -> Path:
     try:
         chosen.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WarmkernelError("invalid_arguments", f"cannot write images to {chosen}: {exc.strerror}") from exc
+        raise WarmkernelError(
+            "invalid_arguments", f"cannot write images to {chosen}: {exc.strerror}"
+        ) from exc
     return chosen
 
 

@@ -20,7 +20,6 @@ from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputLog
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
-
 _PREAMBLE = re.compile(r"#|import\s|from\s+\S+\s+import\s")
 """A comment (directives too) or an import statement: what a cell's first lines usually are."""
 

@@ -39,6 +39,8 @@ class Display:
     update: bool = False
     display_id: str | None = None
     """Set when the display can be updated in place (`display(..., display_id=True)`, progress bars)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The bundle's metadata (an image's width, ...), which a notebook saves beside its data."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Result:
     """execute_result: the value of the cell's last expression."""
 
     data: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,10 @@ def parse_iopub(msg: Mapping[str, Any]) -> Event | None:
                 content.get("data") or {},
                 update=msg_type == "update_display_data",
                 display_id=str(display_id) if display_id is not None else None,
+                metadata=content.get("metadata") or {},
             )
         case "execute_result":
-            return Result(content.get("data") or {})
+            return Result(content.get("data") or {}, content.get("metadata") or {})
         case "error":
             return Error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback") or [])
         case "status":

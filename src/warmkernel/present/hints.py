@@ -87,4 +87,3 @@ def default_wait(settings: Settings) -> str:
     """How long run_python waits by default on this server (`10 s`), as text that mentions the wait
     says it, so it follows `--wait` instead of repeating a literal."""
     return f"{settings.default_wait_s:g} s"
-

@@ -34,12 +34,15 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
     condensed = None if record.directives.full_output else _condensed_traceback(record)
 
     def visible(lo: int, hi: int) -> Shown:
-        shown = [(i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden]
+        shown: Shown = [
+            (i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden
+        ]
         if condensed is None or not lo <= condensed[0] < condensed[1] <= hi:
             return shown
         first, end, lines = condensed
-        before = [(i, line) for i, line in shown if i < first]
-        return before + [(None, line) for line in lines] + [(i, line) for i, line in shown if i >= end]
+        before = [(i, line) for i, line in shown if i is not None and i < first]
+        after = [(i, line) for i, line in shown if i is not None and i >= end]
+        return [*before, *((None, line) for line in lines), *after]
 
     cleared: Shown = []
     if start:

@@ -106,7 +106,9 @@ def _reasons(cell: CellStatus, view: NotebookView) -> str:
     if not cell.changed_files:
         return ", ".join(cell.reasons)
     files = [_file_shown(path, view) for path in cell.changed_files]
-    named = f"file_changed: {', '.join(files[:3])}" + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    named = f"file_changed: {', '.join(files[:3])}" + (
+        f" and {len(files) - 3} more" if len(files) > 3 else ""
+    )
     return ", ".join(named if reason == "file_changed" else reason for reason in cell.reasons)
 
 

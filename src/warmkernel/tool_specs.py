@@ -79,6 +79,11 @@ EXECUTION_REPLY: dict[str, JsonType] = {
 }
 """A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
 
+_BESIDE_A_CELL = (
+    "While a cell runs, it answers beside the cell where the kernel has subshells (ipykernel 7 or "
+    "later), saying which execution ran meanwhile (values may be mid-update); other kernels answer busy."
+)
+
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "run_python",
@@ -372,7 +377,7 @@ TOOLS: tuple[Tool, ...] = (
         "The user's variables in the live namespace, without running a cell: name, type, size, shape or "
         "length, shallow size, and the execution (In [N]) that last bound each. No `_` names or IPython "
         "internals; imports (modules, and functions and classes no cell defined) only with "
-        "include_imports. Busy while a cell runs.",
+        f"include_imports. {_BESIDE_A_CELL}",
         (
             Param(
                 "include_imports",
@@ -404,6 +409,7 @@ TOOLS: tuple[Tool, ...] = (
             "imports_hidden": "integer",
             "modules_hidden": "integer",
             "summary_status": "string",
+            "during_execution": "integer",
         },
     ),
     Tool(
@@ -414,7 +420,7 @@ TOOLS: tuple[Tool, ...] = (
         "dict's with their values); functions and classes: signature and doc. size_bytes is the shallow "
         "size, as list_python_variables says it; deep_size_bytes (pandas) counts what object columns "
         "hold too. Past the time budget (5 s), type and size only. "
-        "Busy while a cell runs.",
+        f"{_BESIDE_A_CELL}",
         (
             Param(
                 "name",
@@ -442,6 +448,7 @@ TOOLS: tuple[Tool, ...] = (
             "summary_status": "string",
             "kind": "string",
             "execution": "integer",
+            "during_execution": "integer",
         },
     ),
     Tool(

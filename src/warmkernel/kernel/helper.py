@@ -41,10 +41,13 @@ class VariableListing(TypedDict):
     """Of those, the modules."""
     summary_status: str
     """`ok`, or `timeout` when sizes and shapes ran out of time (rows past that point lack them)."""
+    during_execution: int | None
+    """The execution that was running while the listing was made (its values may be mid-update)."""
 
 
 Summary = dict[str, Any]
-"""`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts."""
+"""`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts;
+`during_execution` when it was made beside a running cell."""
 
 
 def install_code(summarizers: Sequence[str]) -> str:
@@ -68,6 +71,7 @@ def read_listing(value: ExpressionValue) -> VariableListing:
         imports_hidden=answer["imports_hidden"],
         modules_hidden=answer["modules_hidden"],
         summary_status=answer["summary_status"],
+        during_execution=None,
     )
 
 

@@ -43,7 +43,14 @@ def variables_reply(listing: VariableListing) -> Reply:
     if not rows:
         lines = []
     footer = "; ".join(notes) + f". {call('inspect_python_variable', name='NAME')} summarizes one."
-    return Reply("\n".join([*lines, footer]), dict(listing))
+    return Reply("\n".join([*_mid_run(listing.get("during_execution")), *lines, footer]), dict(listing))
+
+
+def _mid_run(number: int | None) -> list[str]:
+    """The note of an answer made beside a running cell."""
+    if number is None:
+        return []
+    return [f"note: In [{number}] is running; these values may be mid-update"]
 
 
 def summary_reply(summary: Summary) -> Reply:
@@ -58,7 +65,8 @@ def summary_reply(summary: Summary) -> Reply:
         gist.append(f"bound by In [{summary['execution']}]")
     if summary["summary_status"] == "timeout":
         gist.append(f"summary timed out after {summary.get('budget_s')} s: type and size only")
-    return Reply(" · ".join(gist) + "\n" + _json_text(summary), summary)
+    lines = [*_mid_run(summary.get("during_execution")), " · ".join(gist), _json_text(summary)]
+    return Reply("\n".join(lines), summary)
 
 
 def _json_text(data: dict[str, Any]) -> str:

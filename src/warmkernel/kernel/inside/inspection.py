@@ -12,6 +12,7 @@ installed; it lives in its own module, outside the user's namespace. Every answe
 from __future__ import annotations
 
 import collections
+import ctypes
 import datetime
 import difflib
 import functools
@@ -234,11 +235,16 @@ def _did_you_mean(name: str, candidates: list[str]) -> str:
 def _budget(seconds: float) -> Iterator[None]:
     """Raise `_Timeout` inside the work once `seconds` pass, so the work really stops.
 
-    SIGALRM can only be handled in the main thread; elsewhere the server's deadline (it
-    interrupts the kernel) is the only guard. The alarm fires at most once.
+    In the main thread by SIGALRM; in a subshell's thread (ipykernel 7 runs an inspection there
+    while a cell runs) by an asynchronous exception, which stops Python code but not a long call
+    into C. The alarm fires at most once.
     """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    if seconds <= 0:
         yield
+        return
+    if threading.current_thread() is not threading.main_thread():
+        with _thread_budget(seconds):
+            yield
         return
     armed = [True]
 
@@ -261,6 +267,32 @@ def _budget(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_handler)
         if previous_timer[0] > 0:
             signal.setitimer(signal.ITIMER_REAL, *previous_timer)
+
+
+@contextmanager
+def _thread_budget(seconds: float) -> Iterator[None]:
+    """`_budget` for a thread other than the main one: a timer raises `_Timeout` in this thread."""
+    target = ctypes.c_ulong(threading.get_ident())
+    lock = threading.Lock()
+    state = {"armed": True, "fired": False}
+
+    def fire() -> None:
+        with lock:
+            if state["armed"]:
+                state["armed"], state["fired"] = False, True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(_Timeout))
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            state["armed"] = False
+            if state["fired"]:  # raised already, or still pending: then it is withdrawn
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
 
 
 # -- facts every variable has -------------------------------------------------------------------

@@ -802,6 +802,16 @@ def _missing(value: Any) -> bool:
     return False
 
 
+def _is_dtype(value: Any) -> bool:
+    """A numpy dtype or a pandas extension dtype (`StringDtype`, `CategoricalDtype`, ...)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.dtype):
+        return True
+    pandas = sys.modules.get("pandas")
+    extension = getattr(getattr(getattr(pandas, "api", None), "extensions", None), "ExtensionDtype", None)
+    return isinstance(extension, type) and isinstance(value, extension)
+
+
 def _jsonable(value: Any, depth: int = JSON_DEPTH) -> Any:
     """A JSON value bounded in depth, items and characters; missing values become null and
     anything else that JSON cannot hold becomes a short repr."""
@@ -820,7 +830,7 @@ def _jsonable(value: Any, depth: int = JSON_DEPTH) -> Any:
         return _jsonable(value.item(), depth) if value.dtype.kind in "biuf" else _repr(value)
     if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
         return str(value)
-    if numpy is not None and isinstance(value, numpy.dtype):
+    if _is_dtype(value):
         return str(value)  # `df.dtypes` holds dtypes: "int64", not "dtype('int64')"
     if depth <= 0:
         return _repr(value)

@@ -10,7 +10,7 @@ from typing import Any
 from warmkernel.config import Settings
 from warmkernel.execution.record import WaitEnd
 from warmkernel.notebook.binding import NotebookRun, NotebookView
-from warmkernel.notebook.staleness import CellStatus
+from warmkernel.notebook.staleness import RAISES_TAG, CellStatus
 from warmkernel.present.execution import execution_reply
 from warmkernel.present.hints import call
 from warmkernel.present.reply import Picture, Reply, clip, columns
@@ -225,12 +225,17 @@ def _run_ending(run: NotebookRun) -> list[str]:
 
 
 def _run_state(run: NotebookRun) -> str:
-    """The run's state for exit statuses: running, completed, or the worst state a cell ended in."""
+    """The run's state for exit statuses: running, completed, or the worst state a cell ended in
+    (the error of a cell tagged raises-exception is how that cell completes)."""
     if not run.done.is_set():
         return "running"
     if run.failure is not None:
         return "error"
-    states = {record.state for _, record in run.results}
+    states = {
+        record.state
+        for cell, record in run.results
+        if not (record.state is ExecutionState.ERROR and RAISES_TAG in cell.tags)
+    }
     for state in (
         ExecutionState.DIED,
         ExecutionState.KILLED,

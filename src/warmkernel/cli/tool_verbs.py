@@ -156,10 +156,13 @@ _EXECUTION = re.compile(r"^In \[(\d+)\]|^execution (\d+) · images", re.MULTILIN
 
 def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
     """The reply's text, each image written to a file of `directory()` (asked for only when there
-    is an image) and its path printed where the image was: `[image 1 saved: /tmp/.../7-1.png]`."""
+    is an image) and its path printed after its caption: `[image 1 saved: .../execution-7-image-1.png]`.
+    The execution and the ordinal come from the text before the image (a `nb run` reply has several
+    executions)."""
     lines: list[str] = []
     folder: Path | None = None
     execution = outcome.data.get("execution")
+    written = 0
     for block in outcome.blocks or (outcome.text,):
         if isinstance(block, str):
             lines.append(block)
@@ -167,11 +170,16 @@ def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
                 execution = int(found.group(1) or found.group(2))
             continue
         folder = folder or directory()
+        written += 1
         captions = _CAPTION.findall(lines[-1]) if lines else []
-        ordinal = captions[-1] if captions else str(len(list(folder.iterdir())) + 1)
+        ordinal = captions[-1] if captions else str(written)
         name = f"execution-{execution}-image-{ordinal}" if execution is not None else f"image-{ordinal}"
         path = folder / f"{name}{_EXTENSIONS.get(block.mime, '.bin')}"
-        path.write_bytes(block.data)
+        try:
+            path.write_bytes(block.data)
+        except OSError as exc:
+            message = f"cannot write {path}: {exc.strerror}; -o DIR chooses where images go"
+            raise WarmkernelError("invalid_arguments", message) from exc
         lines.append(f"[image {ordinal} saved: {path}]")
     return "\n".join(lines)
 

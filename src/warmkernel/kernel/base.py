@@ -200,9 +200,10 @@ class Kernel(ABC):
         waiter = _SilentRun()
         msg_id = None
         with anyio.move_on_after(give_up_after_s):
+            # made outside the task group, so that its refusal is raised as itself
+            subshell_id = self._subshell_id or await self._create_subshell()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
-                subshell_id = self._subshell_id or await self._create_subshell()
                 msg_id = self.channel.execute(
                     "", waiter, silent=True, user_expressions=user_expressions, subshell_id=subshell_id
                 )

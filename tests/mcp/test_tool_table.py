@@ -34,7 +34,7 @@ EXPECTED = {
     "interrupt_python": [],
     "reset_python": [],
     "list_python_executions": ["limit"],
-    "list_python_variables": ["include_modules"],
+    "list_python_variables": ["include_imports", "include_modules"],
     "inspect_python_variable": ["name"],
     "notebook_status": ["path"],
     "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds"],

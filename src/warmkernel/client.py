@@ -7,6 +7,7 @@ costs little more than the interpreter's start. The protocol is in `socket_face`
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 from collections.abc import Iterator, Mapping
@@ -24,12 +25,22 @@ _CONNECT_S = 30.0
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image a reply carries, as the CLI writes it to a file."""
+
+    mime: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ToolOutcome:
     """A tool's reply as the CLI prints it: the model's text, or the structured facts."""
 
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     error_code: str | None = None
+    blocks: tuple[str | Image, ...] = ()
+    """The reply's content in order: its texts, and the images between them."""
 
 
 def open_socket(descriptor: Descriptor, client: str, **fields: Any) -> tuple[socket.socket, dict[str, Any]]:
@@ -102,10 +113,11 @@ class DaemonClient:
     def call_tool(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         """The tool's reply; a coded tool error comes back as an outcome with `error_code`."""
         result = self._request("tools/call", {"name": tool, "arguments": dict(arguments)})
-        text = "\n".join(block["text"] for block in result.get("content", []) if block.get("type") == "text")
+        blocks = tuple(block for block in map(_block, result.get("content", [])) if block is not None)
+        text = "\n".join(block for block in blocks if isinstance(block, str))
         data = result.get("structuredContent")
         if not result.get("isError"):
-            return ToolOutcome(text, dict(data or {}))
+            return ToolOutcome(text, dict(data or {}), blocks=blocks)
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             error = data["error"]
         else:  # a daemon that sent no structured content: the code is the text's prefix
@@ -140,6 +152,20 @@ class DaemonClient:
                 "daemon_error", f"the daemon refused {method}: {answer['error'].get('message')}"
             )
         return answer["result"]
+
+
+def _block(block: Mapping[str, Any]) -> str | Image | None:
+    """A content block as text or an image; other kinds (none are sent today) are skipped."""
+    match block.get("type"):
+        case "text":
+            return str(block.get("text", ""))
+        case "image":
+            try:
+                return Image(str(block.get("mimeType", "")), base64.b64decode(block.get("data", "")))
+            except ValueError:
+                return None
+        case _:
+            return None
 
 
 @contextmanager

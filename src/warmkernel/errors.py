@@ -16,7 +16,6 @@
                                         jupyter_server_failed, serve_unavailable
       codes for finding a daemon:       daemon_not_found, ambiguous_daemon, kernel_options_differ,
                                         daemon_error
-      codes for the command line:       output_closed (its reader left, e.g. `| head`)
       our own bug (logged with a trace): internal_error
 
 A Python exception raised by a cell is never one of these: it is an execution in state `error`.
@@ -67,7 +66,6 @@ Failure = Literal[
     "jupyter_server_failed",
     "serve_unavailable",
     "daemon_error",
-    "output_closed",
     "internal_error",
 ]
 """Codes for the state of the kernel, the session or the things they depend on (the CLI exits with 1)."""

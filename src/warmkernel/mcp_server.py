@@ -30,7 +30,7 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.named_kernels import Kernels
 from warmkernel.present.execution import execution_reply, progress_message
 from warmkernel.present.export import export_reply, insert_reply
-from warmkernel.present.hints import default_wait, speaking_of
+from warmkernel.present.hints import Face, default_wait, speaking_of, spoken_to
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
 from warmkernel.present.reply import Picture, Reply
@@ -312,7 +312,8 @@ async def watch_notebook_file(
 async def list_python_variables(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return variables_reply(await session.list_variables(include_modules=args["include_modules"]))
+    include_imports = args["include_imports"] or args["include_modules"]  # the older, narrower name
+    return variables_reply(await session.list_variables(include_imports=include_imports))
 
 
 async def inspect_python_variable(
@@ -400,12 +401,15 @@ def build_server(
     *,
     note: str | None = None,
     tell_joined: bool = True,
+    hints: Face = "mcp",
 ) -> Server[Any]:
     """An MCP server over the workspace's kernels; any transport can serve it, to any number of clients.
 
     `options` are reply options of these clients (`Settings` fields), over the kernels' own;
     `note` is said to each in its first reply and in every status; `tell_joined`: a client that
-    comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not).
+    comes to a kernel in use is told, once, what is there (a CLI verb, one call long, is not);
+    `hints`: how replies spell the calls they suggest (`wait_python(execution=7)`, or for the
+    CLI's verbs `warmkernel wait 7`).
     A `structured` result mode adds structuredContent and output schemas; the text is the same.
     """
     settings = replace(kernels.settings, **(options or {}))
@@ -443,7 +447,8 @@ def build_server(
                     "invalid_arguments",
                     f"there is no tool {params.name!r}; tools: {', '.join(TOOLS_BY_NAME)}",
                 )
-            reply = await _call(ctx.lifespan_context, tool.name, tool.parse(params.arguments or {}), ctx)
+            with spoken_to(hints):
+                reply = await _call(ctx.lifespan_context, tool.name, tool.parse(params.arguments or {}), ctx)
         except WarmkernelError as exc:
             if exc.code == "internal_error":
                 log.exception("tool %s failed", params.name)

@@ -15,7 +15,8 @@ import anyio.abc
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.notebook.binding import NotebookBinding, NotebookRun, save_outputs
-from warmkernel.notebook.document import CellOutputs, NotebookCell
+from warmkernel.notebook.document import NotebookCell
+from warmkernel.notebook.staleness import RAISES_TAG
 from warmkernel.types import ExecutionState
 
 SAVE_EVERY_S = 1.0
@@ -53,18 +54,22 @@ async def run_cells(
                 task_status.started()
                 started = True
             await record.done.wait()
-            outputs = binding.finish_run(record)
+            outputs = binding.finish_run(cell, record)
             run.results.append((cell, record))
             run.current = None
             if not save:
                 run.saves[cell.id] = ("not_saved", "")
             else:
-                run.to_save[cell.id] = CellOutputs(cell.source, record.number, outputs)
+                run.to_save.update(binding.take_updated())  # cells above whose displays it updated
+                run.to_save[cell.id] = outputs
                 if anyio.current_time() >= next_save:
                     await _save_outputs(run, binding)
                     next_save = anyio.current_time() + SAVE_EVERY_S
-            if record.state is not ExecutionState.COMPLETED and (
-                run.stop_on_error or record.state is not ExecutionState.ERROR
+            expected = record.state is ExecutionState.ERROR and RAISES_TAG in cell.tags
+            if (
+                record.state is not ExecutionState.COMPLETED
+                and not expected
+                and (run.stop_on_error or record.state is not ExecutionState.ERROR)
             ):
                 break
     finally:

@@ -689,24 +689,57 @@ class Session:
 
     # -- variable inspection --------------------------------------------------------------
 
-    async def list_variables(self, *, include_modules: bool = False) -> VariableListing:
+    async def list_variables(self, *, include_imports: bool = False) -> VariableListing:
         """The user's variables: type, size, shape or length, and the execution that bound them."""
         budget_s = self.settings.inspect_timeout_s
-        answer = await self._ask_helper(helper.list_expression(include_modules, budget_s), "listed")
-        return helper.read_listing(answer)
+        answer, during = await self._ask_helper(helper.list_expression(include_imports, budget_s), "listed")
+        listing = helper.read_listing(answer)
+        listing["during_execution"] = during
+        return listing
 
     async def inspect_variable(self, name: str) -> Summary:
         """A bounded typed summary of a name or dotted attribute path (nothing else is evaluated)."""
         expression = helper.inspect_expression(name, self.settings.inspect_timeout_s)
-        return helper.read_summary(await self._ask_helper(expression, "inspected"))
+        answer, during = await self._ask_helper(expression, "inspected")
+        summary = helper.read_summary(answer)
+        return summary | {"during_execution": during} if during is not None else summary
 
-    async def _ask_helper(self, expression: str, done: str) -> ExpressionValue:
-        """Evaluate one question to the kernel-side helper, silently; `busy` at once while a cell runs."""
+    async def _ask_helper(self, expression: str, done: str) -> tuple[ExpressionValue, ExecutionNumber | None]:
+        """Evaluate one question to the kernel-side helper, silently, and the execution it ran
+        beside: while a cell runs, in a subshell where the kernel has them, else `busy` at once."""
         async with self._inspection_lock:
             kernel = await self.kernel()
-            if self._running is not None:
-                raise refusals.busy(self._running.record, f"variables cannot be {done} while a cell runs")
-            return await self._evaluate_silently(kernel, expression, "inspection")
+            if self._running is None:
+                return await self._evaluate_silently(kernel, expression, "inspection"), None
+            running = self._running.record
+            if not kernel.has_subshells:
+                raise refusals.busy(
+                    running,
+                    f"variables cannot be {done} while a cell runs in this kernel (it has no subshells, "
+                    "which ipykernel 7 and later have)",
+                )
+            return await self._evaluate_in_subshell(kernel, expression), running.number
+
+    async def _evaluate_in_subshell(self, kernel: Kernel, expression: str) -> ExpressionValue:
+        """Evaluate `expression` beside the running cell, within the same budget as any inspection
+        (the helper stops itself; the running cell is never interrupted for it)."""
+        budget_s = self.settings.inspect_timeout_s
+        give_up_s = budget_s + _INSPECT_GRACE_S + _INSPECT_GIVE_UP_S
+        reply = await kernel.run_in_subshell(
+            user_expressions={"answer": expression}, give_up_after_s=give_up_s
+        )
+        if reply is None:
+            if kernel.exited.is_set():
+                raise WarmkernelError("inspection_failed", "the kernel exited during the inspection")
+            raise WarmkernelError(
+                "inspection_failed",
+                f"the inspection beside the running cell did not end within {give_up_s:g} s (its subshell "
+                "may be stuck in native code); it was abandoned, the running cell goes on",
+            )
+        answer = reply.user_expressions.get("answer")
+        if answer is None:
+            raise WarmkernelError("inspection_failed", f"the kernel replied {reply.status} without an answer")
+        return answer
 
     async def _evaluate_silently(
         self, kernel: Kernel, expression: str, what: str, code: str = ""

@@ -149,6 +149,7 @@ class SocketFace:
             hello.options,
             note=hello.note or None,
             tell_joined=hello.client != "cli",
+            hints="cli" if hello.client == "cli" else "mcp",
         )
         to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)

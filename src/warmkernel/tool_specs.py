@@ -96,6 +96,11 @@ EXECUTION_REPLY: dict[str, JsonType] = {
 """A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
 EXECUTIONS = 'Which executions: numbers and inclusive ranges joined by commas, e.g. "3,5-9", or one number.'
 
+_BESIDE_A_CELL = (
+    "While a cell runs, it answers beside the cell where the kernel has subshells (ipykernel 7 or "
+    "later), saying which execution ran meanwhile (values may be mid-update); other kernels answer busy."
+)
+
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "run_python",
@@ -396,10 +401,24 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "list_python_variables",
         "The user's variables in the live namespace, without running a cell: name, type, size, shape or "
-        "length, and the execution (In [N]) that last bound each. No `_` names or IPython internals; "
-        "modules only with include_modules. Busy while a cell runs.",
+        "length, shallow size, and the execution (In [N]) that last bound each. No `_` names or IPython "
+        "internals; imports (modules, and functions and classes no cell defined) only with "
+        f"include_imports. {_BESIDE_A_CELL}",
         (
-            Param("include_modules", Flag(), "Also list imported modules.", False, Spelling(("--modules",))),
+            Param(
+                "include_imports",
+                Flag(),
+                "Also list imports: modules, and functions and classes defined outside the cells.",
+                False,
+                Spelling(("--imports",)),
+            ),
+            Param(
+                "include_modules",
+                Flag(),
+                "The same as include_imports (its earlier name, kept).",
+                False,
+                Spelling(("--modules",)),
+            ),
             KERNEL,
         ),
         Annotations(read_only=True),
@@ -407,23 +426,28 @@ TOOLS: tuple[Tool, ...] = (
             Verb(
                 ("vars",),
                 "the user's variables in the live namespace, without running a cell",
-                "warmkernel vars --modules              every variable, imported modules too",
+                "warmkernel vars --imports              every variable, imported modules, functions and "
+                "classes too",
             ),
         ),
         output={
             "variables": "array",
             "total": "integer",
+            "imports_hidden": "integer",
             "modules_hidden": "integer",
             "summary_status": "string",
+            "during_execution": "integer",
         },
     ),
     Tool(
         "inspect_python_variable",
         "A compact typed summary of one variable as JSON, without running a cell (In, Out, _ and the "
-        "numbering stay untouched). DataFrames: shape, column dtypes, nulls, describe, sample rows, memory; "
-        "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items; "
-        "functions and classes: signature and doc. Past the time budget (5 s), type and size only. "
-        "Busy while a cell runs.",
+        "numbering stay untouched). DataFrames: shape, column dtypes, nulls, describe, sample rows; "
+        "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items (a "
+        "dict's with their values); functions and classes: signature and doc. size_bytes is the shallow "
+        "size, as list_python_variables says it; deep_size_bytes (pandas) counts what object columns "
+        "hold too. Past the time budget (5 s), type and size only. "
+        f"{_BESIDE_A_CELL}",
         (
             Param(
                 "name",
@@ -447,9 +471,12 @@ TOOLS: tuple[Tool, ...] = (
             "name": "string",
             "type": "string",
             "size_bytes": "integer",
+            "size_kind": "string",
+            "deep_size_bytes": "integer",
             "summary_status": "string",
             "kind": "string",
             "execution": "integer",
+            "during_execution": "integer",
         },
     ),
     Tool(
@@ -495,15 +522,17 @@ TOOLS: tuple[Tool, ...] = (
         "Which code cells of a Jupyter notebook no longer match the kernel, and why, without running "
         "anything. Without `kernel`, the notebook gets a kernel of its own (nb-<stem>) on first use, so main "
         "stays free for scratch cells. Lists each "
-        "code cell in order: index, id, state (fresh, stale, never_run, running), reasons (source_changed, "
-        "never_run, errored, file_changed, upstream_changed, upstream_stale, undefined_name), the names it "
+        "code cell in order: index, id, state (fresh, stale, never_run, running, skipped: empty or tagged "
+        "skip-execution), reasons (source_changed, never_run, errored, file_changed, upstream_changed, "
+        "upstream_stale, undefined_name; empty, skip_execution), the names it "
         "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
         (NOTEBOOK, NOTEBOOK_KERNEL),
         Annotations(read_only=True),
         (
             Verb(
                 ("nb", "status"),
-                "every code cell's state (fresh, stale, never_run, running), the reasons, and the plan",
+                "every code cell's state (fresh, stale, never_run, running, skipped), the reasons, and "
+                "the plan",
                 "warmkernel nb status analysis.ipynb    which notebook cells are stale, and why",
             ),
         ),
@@ -519,8 +548,10 @@ TOOLS: tuple[Tool, ...] = (
         "run_notebook_cells",
         "Run cells of the bound notebook in notebook order, each as an ordinary numbered execution, and "
         "reply with each cell's output as run_python does, then what is still stale. Stops at the first "
-        "error unless stop_on_error is false. Outputs are written into the .ipynb (outputs and execution "
-        "counts only) unless the cell's source changed on disk meanwhile. Waits up to timeout_seconds "
+        "error unless stop_on_error is false or the cell is tagged raises-exception; empty cells and cells "
+        "tagged skip-execution are not run. Outputs are written into the .ipynb as Jupyter writes them "
+        "(outputs and execution counts only) unless the cell's source changed on disk meanwhile. Waits up "
+        "to timeout_seconds "
         f"(default: the server's wait, {WAIT}); the run goes on after that.",
         (
             NOTEBOOK,

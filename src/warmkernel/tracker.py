@@ -99,7 +99,9 @@ class ExecutionTracker:
             case Error(ename=ename, evalue=evalue, traceback=traceback):
                 record.output_arrived()
                 record.error_name, record.error_value = ename, evalue
+                first = record.output.completed_count()
                 record.output.append("traceback", _line("\n".join(traceback)))
+                record.traceback_lines = (first, record.output.completed_count())
             case ClearOutput(wait=wait):
                 record.displays.clear(record.output, wait=wait)
             case InputRequest(prompt=prompt, password=password):

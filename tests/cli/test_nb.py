@@ -81,3 +81,30 @@ def test_start_with_a_notebook_runs_every_cell_once_past_errors(cli: Cli) -> Non
     again = cli("start", "nb.ipynb", "--json")
     facts = json.loads(again.stdout)
     assert facts["started"] is False and [cell["id"] for cell in facts["run"]["cells"]] == ["b"]
+
+
+def test_start_honours_the_skip_and_raises_tags(cli: Cli) -> None:
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("x = 1", id="a"),
+            new_code_cell("print('must not run')", id="skip", metadata={"tags": ["skip-execution"]}),
+            new_code_cell("", id="empty"),
+            new_code_cell("raise ValueError('meant')", id="raises", metadata={"tags": ["raises-exception"]}),
+            new_code_cell("print('reached', x)", id="c"),
+        ]
+    )
+    (cli.workspace / "nb.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
+    started = cli("start", "nb.ipynb")
+    assert started.returncode == 0, started.stdout + started.stderr  # the one error was expected
+    assert "reached 1" in started.stdout and "must not run" not in started.stdout
+    facts = status(cli)
+    assert {cell["id"]: cell["state"] for cell in facts["cells"]} == {
+        "a": "fresh",
+        "skip": "skipped",
+        "empty": "skipped",
+        "raises": "fresh",
+        "c": "fresh",
+    }
+    saved = {cell.id: cell for cell in nbformat.read(cli.workspace / "nb.ipynb", as_version=4).cells}
+    assert saved["skip"].execution_count is None and saved["skip"].outputs == []
+    assert saved["raises"].outputs[0]["ename"] == "ValueError"

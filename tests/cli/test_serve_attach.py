@@ -79,9 +79,9 @@ def test_start_serve_with_a_notebook_runs_its_kernel_in_the_notebooks_server_ses
         assert [k["id"] for k in rest.get("api/kernels").json()] == [kernel["id"]]
     *_, printed, result = ran.stdout.splitlines()
     assert result.endswith(": 42")  # the notebook's cells ran in this kernel
-    # It runs warmkernel's interpreter with warmkernel's isolation (no history database).
-    isolated = cli("run", "import sys; sys.executable, get_ipython().history_manager.enabled")
-    assert isolated.stdout.splitlines()[-1].endswith(f": ({sys.executable!r}, False)"), isolated.stdout
+    # It runs warmkernel's interpreter with warmkernel's isolation (history in memory, no database).
+    isolated = cli("run", "import sys; sys.executable, get_ipython().history_manager.hist_file")
+    assert isolated.stdout.splitlines()[-1].endswith(f": ({sys.executable!r}, ':memory:')"), isolated.stdout
     # and that kernel is a child of the Jupyter Server, not of the daemon.
     server_pid = _server_pid(descriptor["pid"])
     kernel_pid = int(printed)

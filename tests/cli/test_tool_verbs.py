@@ -7,6 +7,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,12 +78,12 @@ def test_search_clips_lines_to_max_chars(daemon_cli: Cli) -> None:
     assert found[1].startswith("M 1 | needle xxx") and "chars omitted" in found[1]
 
 
-def test_read_images_names_each_image(daemon_cli: Cli) -> None:
+def test_read_images_names_each_image(daemon_cli: Cli, tmp_path: Path) -> None:
     cell = (
         "from IPython.display import Image, display\nimport base64\n"
         f"display(Image(base64.b64decode({ONE_PIXEL!r})))"
     )
-    assert daemon_cli("run", cell).returncode == 0
+    assert daemon_cli("run", cell, "-o", str(tmp_path)).returncode == 0
     done = daemon_cli("read", "--stream", "images", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total_images"] == 1

@@ -1,8 +1,8 @@
 """Variable inspection through MCP: list_python_variables and inspect_python_variable.
 
 Summaries come from the kernel-side helper without a visible cell: In, Out, _ and the
-numbering stay as they were, a running cell makes both tools answer busy at once, and a
-summary that outlives its budget is stopped and degraded to type and size.
+numbering stay as they were, a running cell is answered beside it in a subshell (ipykernel 7),
+and a summary that outlives its budget is stopped and degraded to type and size.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 async def summary(client: Client, name: str) -> dict[str, Any]:
     """inspect_python_variable's reply: a one-line gist, then the summary as JSON."""
     text = await call(client, "inspect_python_variable", name=name)
+    if text.startswith("note: "):  # made beside a running cell
+        text = text.partition("\n")[2]
     gist, _, document = text.partition("\n")
     facts = json.loads(document)
     assert gist.startswith(f"{name}: {facts['type']}")
@@ -42,7 +44,7 @@ async def variables(client: Client, **arguments: Any) -> dict[str, list[str]]:
     """list_python_variables' table as {name: [type, size, shape/len, In]} (blank cells dropped)."""
     text = await call(client, "list_python_variables", **arguments)
     lines = text.splitlines()
-    assert lines[0].split() == ["name", "type", "size", "shape/len", "In"]
+    assert lines[0].split() == ["name", "type", "size", "(shallow)", "shape/len", "In"]
     return {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
 
 
@@ -66,7 +68,9 @@ async def test_dataframe_summary_has_dtypes_nulls_describe_sample_rows_and_memor
     assert facts["describe"]["n"]["mean"] == 2.5 and facts["describe"]["x"]["count"] == 3
     assert facts["sample_rows"][1] == {"x": None, "label": "b", "n": 2}
     assert facts["sample_rows"][2]["label"] is None
-    assert facts["memory_deep"] is True and facts["memory_bytes"] >= facts["size_bytes"] > 0
+    # one size notion in both tools, shallow; the deep one beside it, named as such
+    assert facts["size_kind"] == "shallow" and facts["deep_size_bytes"] > facts["size_bytes"] > 0
+    assert (await variables(client))["frame_a"][1:3] == [str(facts["size_bytes"]), "B"]
 
 
 async def test_series_and_index_are_summarized_through_attribute_paths(client: Client) -> None:
@@ -75,7 +79,15 @@ async def test_series_and_index_are_summarized_through_attribute_paths(client: C
     )
     series = await summary(client, "frame_b.v")
     assert (series["kind"], series["length"], series["nulls"]) == ("pandas.Series", 3, 1)
-    assert series["describe"]["mean"] == 3.0 and series["sample"] == [2.0, 4.0, None]
+    assert series["describe"]["mean"] == 3.0
+    assert series["sample"] == [
+        {"index": 0, "value": 2.0},
+        {"index": 1, "value": 4.0},
+        {"index": 2, "value": None},
+    ]
+    dtypes = await summary(client, "frame_b.dtypes")  # each dtype beside its column
+    assert [pair["index"] for pair in dtypes["sample"]] == ["v", "w"]
+    assert dtypes["sample"][0]["value"] == "float64" and dtypes["sample"][1]["value"] in ("object", "str")
     labels = await summary(client, "frame_b.w")
     assert labels["top_values"][0]["count"] == 1 and "describe" not in labels
     index = await summary(client, "frame_b.columns")
@@ -100,7 +112,9 @@ class Case:
 
 BUILTIN_CASES = [
     Case("dict", "case_v = {'a': 1, 2: [3]}", {"kind": "dict", "length": 2, "keys": [
-        {"key": "'a'", "type": "int"}, {"key": "2", "type": "list"}]}),
+        {"key": "'a'", "type": "int", "value": "1"}, {"key": "2", "type": "list", "value": "[3]"}]}),
+    Case("dict value reprs are bounded", "case_v = {'long': 'x' * 500}", {"kind": "dict", "keys": [
+        {"key": "'long'", "type": "str", "value": "'" + "x" * 76 + "..."}]}),
     Case("list", "case_v = [1, 'two', 3.0, 4]", {"kind": "list", "length": 4, "element_types": {
         "int": 2, "str": 1, "float": 1}, "first_items": ["1", "'two'", "3.0", "4"]}),
     Case("tuple", "case_v = (1, 2)", {"kind": "tuple", "length": 2}),
@@ -252,15 +266,35 @@ async def test_listing_shows_user_names_with_the_execution_that_last_rebound_the
             ("rebound", "str", None, 8, 3),
         ]
         assert rows[0]["size_bytes"] == 48
-        assert (result.structured_content["total"], result.structured_content["modules_hidden"]) == (3, 2)
+        facts = result.structured_content
+        assert (facts["total"], facts["imports_hidden"], facts["modules_hidden"]) == (3, 2, 2)
         table = await variables(client)
         assert table["arr"] == ["numpy.ndarray", "48", "B", "2x3", "2"]
         assert table["kept"][-3:] == ["len", "2", "1"]
         text = await call(client, "list_python_variables")
-        assert text.splitlines()[-1].startswith("3 variables; 2 modules not listed")
+        assert text.splitlines()[-1].startswith("3 variables; 2 imports not listed")
         with_modules = await variables(client, include_modules=True)
         assert set(with_modules) == {"arr", "kept", "np", "os", "rebound"}
         assert with_modules["np"][0] == "module" and with_modules["np"][-1] == "1"
+
+
+async def test_imported_functions_and_classes_are_hidden_unless_asked_for(fresh_client: FreshClient) -> None:
+    async with fresh_client(result_mode="structured") as client:
+        await run(
+            client,
+            "import json\nfrom collections import OrderedDict\nfrom json import dumps as to_text\n"
+            "def mine(): pass\nclass Mine: pass\nseen = OrderedDict(a=1)\nlater = lambda: 1",
+        )
+        listed = await client.call_tool("list_python_variables", {})
+        assert listed.structured_content is not None
+        facts = listed.structured_content
+        assert [row["name"] for row in facts["variables"]] == ["Mine", "later", "mine", "seen"]
+        assert (facts["imports_hidden"], facts["modules_hidden"]) == (3, 1)
+        text = await call(client, "list_python_variables")
+        assert "3 imports not listed (list_python_variables(include_imports=true) lists them)" in text
+        everything = set(await variables(client, include_imports=True))
+        assert everything == {"Mine", "OrderedDict", "json", "later", "mine", "seen", "to_text"}
+        assert set(await variables(client, include_modules=True)) == everything  # the older name
 
 
 async def test_a_long_listing_is_cut_and_says_so(fresh_client: FreshClient) -> None:
@@ -298,23 +332,78 @@ async def test_inspecting_leaves_in_out_underscore_and_numbering_untouched(fresh
         assert (number, body(text)) == (2, ["Out[2]: (42, {1: 42}, 1, 1)"])
 
 
-async def test_both_tools_answer_busy_at_once_while_a_cell_runs(client: Client) -> None:
-    number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(60)")
-    try:
-        with anyio.fail_after(5):
-            for tool, arguments in (
-                ("list_python_variables", {}),
-                ("inspect_python_variable", {"name": "time"}),
-            ):
-                code, message = await call_error(client, tool, **arguments)
-                assert code == "busy"
-                assert re.match(
-                    rf"execution {number} (\(sent by .+\) )?is still running; variables cannot be", message
+LOOP = """\
+# warmkernel: --wait 0.1
+import time
+training = {'step': 0, 'loss': 1.0}
+for step in range(1, 100_000):
+    training['step'] = step
+    training['loss'] = 1 / step
+    time.sleep(0.05)
+"""
+
+
+async def test_both_tools_answer_beside_a_running_loop_without_a_trace(fresh_client: FreshClient) -> None:
+    async with fresh_client(result_mode="structured") as client:
+        await run(client, "count_before, in_before = get_ipython().execution_count, len(In)")
+        number, _ = await run(client, LOOP)
+        try:
+            with anyio.fail_after(30):
+                steps = []
+                for _ in range(2):
+                    facts = await summary(client, "training")
+                    assert facts["during_execution"] == number and facts["kind"] == "dict"
+                    steps.append(int(facts["keys"][0]["value"]))
+                    await anyio.sleep(0.5)
+                assert steps[1] > steps[0] > 0  # the loop went on meanwhile: nothing waited for it
+                listed = (await client.call_tool("list_python_variables", {})).structured_content
+                assert listed is not None and listed["during_execution"] == number
+                assert "training" in {row["name"] for row in listed["variables"]}
+                text = await call(client, "inspect_python_variable", name="training")
+                assert (
+                    text.splitlines()[0] == f"note: In [{number}] is running; these values may be mid-update"
                 )
-                assert f"wait_python(execution={number})" in message
-    finally:
-        await call(client, "interrupt_python")
-        await call(client, "wait_python", execution=number)
+                code, _ = await call_error(client, "inspect_python_variable", name="not_there")
+                assert code == "variable_not_found"
+                state = await client.call_tool("python_execution_status", {"execution": number})
+                assert state.structured_content is not None and state.structured_content["state"] == "running"
+        finally:
+            await call(client, "interrupt_python")
+            await call(client, "wait_python", execution=number)
+        later, text = await run(client, "(len(In) - in_before, get_ipython().execution_count - count_before)")
+        assert (later, body(text)) == (number + 1, [f"Out[{number + 1}]: (2, 2)"])
+
+
+async def test_a_slow_inspection_beside_a_cell_stops_at_its_budget(fresh_client: FreshClient) -> None:
+    async with fresh_client(result_mode="structured", inspect_timeout_s=1.0) as client:
+        await run(client, SPINNING_REPR)
+        number, _ = await run(
+            client, "# warmkernel: --wait 0.1\nimport time\nfor _ in range(600): time.sleep(0.05)"
+        )
+        try:
+            with anyio.fail_after(30):
+                facts = await summary(client, "spinning")
+            assert (facts["summary_status"], facts["during_execution"]) == ("timeout", number)
+            state = await client.call_tool("python_execution_status", {"execution": number})
+            assert state.structured_content is not None and state.structured_content["state"] == "running"
+        finally:
+            await call(client, "interrupt_python")
+            await call(client, "wait_python", execution=number)
+        assert (await run(client, "len(spun)"))[1].endswith(f"Out[{number + 1}]: 0")
+
+
+SPINNING_REPR = """\
+import time
+spun = []
+class Spinning:
+    def __repr__(self):
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # Python code: the budget's exception reaches it in any thread
+            pass
+        spun.append(True)
+        return 'spun'
+spinning = Spinning()
+"""
 
 
 SLOW_REPR = """\
@@ -341,6 +430,7 @@ async def test_a_summary_past_its_budget_is_stopped_and_degraded(fresh_client: F
             "name": "slow",
             "type": "__main__.Slow",
             "size_bytes": facts["size_bytes"],
+            "size_kind": "shallow",
             "summary_status": "timeout",
             "execution": 1,
             "budget_s": 0.5,
@@ -547,7 +637,7 @@ async def test_a_kernel_in_an_interpreter_without_warmkernel_is_inspected_too(
         )
         assert (await summary(client, "frame_c"))["shape"] == [2, 1]
         assert (await summary(client, "special"))["kind"] == "mine"
-        assert set(await variables(client)) == {"frame_c", "mine", "special", "summarizer"}
+        assert set(await variables(client)) == {"frame_c", "mine", "special"}  # summarizer is an import
 
 
 async def test_a_helper_answer_that_is_not_json_is_an_internal_error_logged_with_its_traceback(

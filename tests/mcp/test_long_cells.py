@@ -38,7 +38,7 @@ async def test_silence_directive_returns_once_the_cell_goes_quiet(client: Client
     async with cell(client, code) as (number, text):
         lines = text.splitlines()
         assert lines[0].startswith(f"In [{number}] · running for ")
-        assert lines[0].endswith(" (silent for 500 ms); last 1 lines:")
+        assert lines[0].endswith(" (silent for 500 ms); last 1 line:")
         assert lines[1:] == [
             "working",
             f"Still running. Next: wait_python(execution={number}) to keep waiting, "
@@ -65,7 +65,7 @@ async def test_wait_python_silence_counts_from_the_later_of_call_start_and_last_
             text = await call(
                 client, "wait_python", execution=number, timeout_seconds=600, silence_seconds=0.5
             )
-        assert text.splitlines()[0].endswith("(silent for 500 ms); last 1 lines:")
+        assert text.splitlines()[0].endswith("(silent for 500 ms); last 1 line:")
 
 
 @pytest.mark.parametrize("silence", [0, -1, "soon", True])
@@ -139,7 +139,7 @@ async def test_cell_asking_for_input_replies_at_once_with_its_prompt(client: Cli
         for reply in (text, waited):
             header, *rest = reply.splitlines()
             assert header.startswith(f"In [{number}] · awaiting input after ")
-            assert header.endswith("; last 1 lines:")
+            assert header.endswith("; last 1 line:")
             assert rest == [
                 "hello",
                 'Waiting for input at the prompt "x? ". Next: '

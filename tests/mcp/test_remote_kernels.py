@@ -160,6 +160,24 @@ async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> 
         assert "Out[" in (await run(client, "'still here'"))[1]
 
 
+async def test_variables_are_inspected_beside_a_running_cell_through_the_server(
+    remote_client: FreshClient,
+) -> None:
+    async with remote_client() as client:
+        number, _ = await run(
+            client,
+            "# warmkernel: --wait 0.5\nimport time\nprogress = {'step': 0}\n"
+            "for step in range(600):\n    progress['step'] = step\n    time.sleep(0.1)",
+        )
+        try:
+            with anyio.fail_after(30):
+                text = await call(client, "inspect_python_variable", name="progress")
+            assert text.splitlines()[0] == f"note: In [{number}] is running; these values may be mid-update"
+        finally:
+            await call(client, "interrupt_python")
+            await call(client, "wait_python", execution=number, timeout_seconds=30)
+
+
 async def test_reset_replaces_the_kernel_on_the_server(
     remote_client: FreshClient, jupyter_server: JupyterServer
 ) -> None:

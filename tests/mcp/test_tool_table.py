@@ -35,7 +35,7 @@ EXPECTED = {
     "interrupt_python": ["kernel"],
     "reset_python": ["kernel"],
     "list_python_executions": ["limit", "kernel"],
-    "list_python_variables": ["include_modules", "kernel"],
+    "list_python_variables": ["include_imports", "include_modules", "kernel"],
     "inspect_python_variable": ["name", "kernel"],
     "notebook_status": ["path", "kernel"],
     "run_notebook_cells": ["path", "cells", "stop_on_error", "timeout_seconds", "kernel"],

@@ -83,7 +83,7 @@ def test_code_cells_are_read_in_order_with_their_ids(tmp_path: Path) -> None:
     assert notebook.cells == (
         NotebookCell(index=0, id="c-import", source=SOURCES[0], id_derived=False),
         NotebookCell(index=1, id="c-load", source=SOURCES[1], id_derived=False),
-        NotebookCell(index=2, id="c-sum", source=SOURCES[2], id_derived=False),
+        NotebookCell(index=2, id="c-sum", source=SOURCES[2], id_derived=False, tags=("keep",)),
     )
 
 
@@ -142,7 +142,9 @@ def test_repeated_id_stays_with_its_first_holder(tmp_path: Path, duplicate_of: i
     raw = raw_notebook()
     raw["cells"][4]["id"] = raw["cells"][duplicate_of]["id"]
     cells = read_notebook(save_raw(tmp_path / "n.ipynb", raw)).cells
-    assert cells[2] == NotebookCell(index=2, id=derived_id(SOURCES[2], 0), source=SOURCES[2], id_derived=True)
+    assert cells[2] == NotebookCell(
+        index=2, id=derived_id(SOURCES[2], 0), source=SOURCES[2], id_derived=True, tags=("keep",)
+    )
     assert [cell.id for cell in cells[:2]] == ["c-import", "c-load"]
 
 

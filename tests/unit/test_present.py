@@ -233,9 +233,11 @@ def test_the_wait_a_hint_mentions_follows_the_settings(wait_s: float, expected: 
 
 
 def test_variable_listing_hints_are_built_by_the_hint_function() -> None:
-    listing = VariableListing(variables=[], total=0, modules_hidden=2, summary_status="ok")
+    listing = VariableListing(
+        variables=[], total=0, imports_hidden=2, modules_hidden=1, summary_status="ok", during_execution=None
+    )
     reply = variables_reply(listing)
     assert reply.text == (
-        "0 variables; 2 modules not listed (list_python_variables(include_modules=true) lists them). "
+        "0 variables; 2 imports not listed (list_python_variables(include_imports=true) lists them). "
         'inspect_python_variable(name="NAME") summarizes one.'
     )

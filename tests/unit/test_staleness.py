@@ -33,6 +33,7 @@ from warmkernel.types import ExecutionNumber
 class Cell:
     id: str
     source: str
+    tags: tuple[str, ...] = ()
 
 
 class Recorder:

@@ -24,6 +24,7 @@ from warmkernel.kernel.channel import (
     ExecuteInput,
     InputRequest,
     KernelChannel,
+    Outgoing,
     Reply,
     Route,
     Status,
@@ -68,7 +69,7 @@ class RecordingTransport:
     async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         task_status.started()
 
-    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None:
+    def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
         self.sent.append((channel, msg))
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from warmkernel.cli.daemon_verbs import LOCAL_VERBS
-from warmkernel.cli.exits import EXIT_ERROR, EXIT_USAGE
+from warmkernel.cli.exits import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE
 from warmkernel.cli.parser import attach_dash_values, build_parser
 from warmkernel.cli.serving import SERVING_VERBS
 from warmkernel.cli.tool_verbs import run_tool_verb
@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb) or run_tool_verb
         status = handler(args)
-        sys.stdout.flush()  # here, not at exit: a closed pipe is reported like any failure
+        sys.stdout.flush()  # here, not at exit: a closed pipe ends the verb like any failure
         return status
     except WarmkernelError as exc:
         if getattr(args, "json", False):
@@ -37,17 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader of our output left (`| head`): say so once, where it can still be read.
+        # The reader left (`warmkernel read 3 | head -2`): end quietly, as a process killed by
+        # SIGPIPE would, and keep Python from complaining again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        _say("output_closed: standard output was closed before the whole reply was written")
-        return EXIT_ERROR
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # our bug: one line, never a traceback (a server's goes to its log)
         if args.verb in SERVING_VERBS:
             raise
-        _say(f"internal_error: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError):
+            print(f"warmkernel: internal_error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-
-
-def _say(line: str) -> None:
-    with contextlib.suppress(OSError):
-        print(f"warmkernel: {line}", file=sys.stderr)

@@ -6,6 +6,8 @@ from warmkernel.client import ToolOutcome
 from warmkernel.errors import CALLER_MISTAKES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout left (`| head`): 128 + SIGPIPE, as a shell reports a process that signal ended."""
 
 
 STATE_EXIT = {

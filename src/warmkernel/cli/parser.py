@@ -12,7 +12,7 @@ from typing import Any
 from warmkernel import __version__
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
 from warmkernel.cli.options import add_server_options
-from warmkernel.cli.tool_verbs import RUN, RUN_DIRECTIVES, offered
+from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_DIRECTIVES, offered
 from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.tool_specs import TOOLS
 from warmkernel.workspace import CONFIG_ENV
@@ -278,6 +278,15 @@ def _add_tool_verb(
     parser.set_defaults(tool=tool, tool_verb=verb)
     for param in offered(tool, verb):
         _add_param(parser, param, verb.defaults.get(param.name, param.default), optional=tool.name == RUN)
+    if verb.name in IMAGE_VERBS:
+        parser.add_argument(
+            "-o",
+            "--output-dir",
+            type=Path,
+            metavar="DIR",
+            help="write the reply's images to files in DIR and print their paths (default: a new "
+            "temporary directory, made only when there is an image)",
+        )
     if tool.name == RUN:
         parser.add_argument("-f", "--file", type=Path, help="read the cell from FILE (CODE - reads stdin)")
         for directive in RUN_DIRECTIVES:

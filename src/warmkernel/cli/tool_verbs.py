@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 from warmkernel.cli.exits import exit_status
 from warmkernel.cli.options import chosen_daemon
-from warmkernel.client import open_daemon
+from warmkernel.client import ToolOutcome, open_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.tool_params import Param, Tool, Verb
@@ -142,8 +144,64 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     elif outcome.error_code is not None:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
-        print("\n".join([outcome.text, *(descriptor.jupyter_lines() if attach else [])]))
+        text = printed(outcome, lambda: _image_dir(args))
+        print("\n".join([text, *(descriptor.jupyter_lines() if attach else [])]))
     return exit_status(args.tool_verb.name, outcome)
+
+
+IMAGE_VERBS = frozenset({"run", "input", "wait", "show", "read", "nb run"})
+"""Verbs whose replies may carry images, which they write to files (`-o DIR`)."""
+
+
+def _image_dir(args: argparse.Namespace) -> Path:
+    """Where this verb writes its images: `-o DIR` (made if missing), else a new temp directory."""
+    chosen: Path | None = getattr(args, "output_dir", None)
+    if chosen is None:
+        return Path(tempfile.mkdtemp(prefix="warmkernel-images-"))
+    try:
+        chosen.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarmkernelError(
+            "invalid_arguments", f"cannot write images to {chosen}: {exc.strerror}"
+        ) from exc
+    return chosen
+
+
+_CAPTION = re.compile(r"\[image (\d+): ")
+_EXECUTION = re.compile(r"^In \[(\d+)\]|^execution (\d+) · images", re.MULTILINE)
+
+
+def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
+    """The reply's text, each image written to a file of `directory()` (asked for only when there
+    is an image) and its path printed after its caption: `[image 1 saved: .../execution-7-image-1.png]`.
+    The execution and the ordinal come from the text before the image (a `nb run` reply has several
+    executions)."""
+    lines: list[str] = []
+    folder: Path | None = None
+    execution = outcome.data.get("execution")
+    written = 0
+    for block in outcome.blocks or (outcome.text,):
+        if isinstance(block, str):
+            lines.append(block)
+            for found in _EXECUTION.finditer(block):
+                execution = int(found.group(1) or found.group(2))
+            continue
+        folder = folder or directory()
+        written += 1
+        captions = _CAPTION.findall(lines[-1]) if lines else []
+        ordinal = captions[-1] if captions else str(written)
+        name = f"execution-{execution}-image-{ordinal}" if execution is not None else f"image-{ordinal}"
+        path = folder / f"{name}{_EXTENSIONS.get(block.mime, '.bin')}"
+        try:
+            path.write_bytes(block.data)
+        except OSError as exc:
+            message = f"cannot write {path}: {exc.strerror}; -o DIR chooses where images go"
+            raise WarmkernelError("invalid_arguments", message) from exc
+        lines.append(f"[image {ordinal} saved: {path}]")
+    return "\n".join(lines)
+
+
+_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
 
 @contextmanager

@@ -112,7 +112,7 @@ class DisplayLog:
         rendering = render_bundle(data)
         first = output.completed_count()
         if rendering.text or rendering.image is None:
-            output.append("result", _line(label + rendering.text))
+            output.append("result", _line(_labelled(label, rendering.text)))
         image = None
         if rendering.image is not None:
             image = self.images.add(rendering.image)
@@ -152,6 +152,14 @@ class DisplayLog:
     def drop(self) -> int:
         """Throw the images away with the output; returns the spill-file bytes freed."""
         return self.images.drop()
+
+
+def _labelled(label: str, text: str) -> str:
+    """`Out[3]: 42`; a value of several lines starts on the line after its label, so that a
+    table's header stays above its columns."""
+    if label and "\n" in text.rstrip("\n"):
+        return f"{label.rstrip()}\n{text}"
+    return label + text
 
 
 def _line(text: str) -> str:

@@ -7,6 +7,7 @@ still the running execution (busy, selected, interruptible), but waits return at
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -18,6 +19,9 @@ from warmkernel.execution.directive import Directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputLog
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
+
+_PREAMBLE = re.compile(r"#|import\s|from\s+\S+\s+import\s")
+"""A comment (directives too) or an import statement: what a cell's first lines usually are."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,9 @@ class ExecutionRecord:
     """The pending question while `awaiting_input`."""
     error_name: str = ""
     error_value: str = ""
+    traceback_lines: tuple[int, int] | None = None
+    """The combined lines [first, end) its traceback occupies, so a reply can condense them
+    (None: no traceback, or a record reloaded from the journal, which shows it whole)."""
     end_reason: str = ""
     """Why a killed or died execution ended, e.g. `exit code 3` or `signal SIGKILL`."""
     patch_literals: int = 0
@@ -78,8 +85,11 @@ class ExecutionRecord:
 
     @property
     def first_line(self) -> str:
-        """The first non-blank source line, for listings."""
-        return next((line.strip() for line in self.source.splitlines() if line.strip()), "")
+        """The line that says what the cell does, for listings: the first that is not blank, a
+        comment, a directive or an import (the first non-blank one if every line is such)."""
+        lines = [line.strip() for line in self.source.splitlines() if line.strip()]
+        telling = (line for line in lines if not _PREAMBLE.match(line))
+        return next(telling, lines[0] if lines else "")
 
     def elapsed(self) -> float:
         """Seconds from acceptance to the end, or to now while running."""

@@ -20,6 +20,9 @@ from warmkernel.kernel.channel import Event, KernelChannel, Reply, Status
 from warmkernel.types import Generation
 
 START_TIMEOUT_S = 60.0
+SUBSHELLS = "kernel subshells"
+"""The `supported_features` entry of a kernel that has subshells (kernel protocol 5.5)."""
+_SUBSHELL_CREATE_S = 5.0
 _IOPUB_JOIN_WAIT_S = 0.2  # as jupyter_client waits for IOPub after a kernel_info reply
 
 
@@ -45,9 +48,11 @@ class _Handshake:
     def __init__(self) -> None:
         self.reply = anyio.Event()
         self.iopub = anyio.Event()
+        self.content: Mapping[str, object] = {}
 
     def deliver(self, event: Event) -> None:
         if isinstance(event, Reply):
+            self.content = event.content
             self.reply.set()
         elif isinstance(event, Status):
             self.iopub.set()
@@ -91,6 +96,10 @@ class Kernel(ABC):
         self.channel = channel
         self.exited = anyio.Event()
         self.killed_on_purpose = False
+        self.has_subshells = False
+        """It runs requests in subshells beside the main shell (ipykernel 7, kernel protocol 5.5);
+        known once it has answered kernel_info."""
+        self._subshell_id: str | None = None
         self._scope = anyio.CancelScope()
 
     @abstractmethod
@@ -142,6 +151,8 @@ class Kernel(ABC):
                     finally:
                         self.channel.forget(msg_id)
                     if probe.iopub.is_set():
+                        features = probe.content.get("supported_features")
+                        self.has_subshells = isinstance(features, list) and SUBSHELLS in features
                         break
                 tg.cancel_scope.cancel()
         if self.exited.is_set():  # raised here, not in the task group: no ExceptionGroup around it
@@ -182,6 +193,54 @@ class Kernel(ABC):
         finally:
             self.channel.forget(msg_id)
         return waiter.reply
+
+    async def run_in_subshell(
+        self, *, user_expressions: Mapping[str, str], give_up_after_s: float
+    ) -> Reply | None:
+        """Evaluate `user_expressions` silently in this kernel's subshell (made on first use),
+        beside whatever the main shell runs. None if the kernel exited or `give_up_after_s`
+        passed first; then the subshell is left to itself and the next call makes another.
+        Nothing is interrupted: a SIGINT would reach the main shell's cell."""
+        assert self.has_subshells, "only a kernel that said it has subshells is asked to use one"
+        waiter = _SilentRun()
+        msg_id = None
+        with anyio.move_on_after(give_up_after_s):
+            # made outside the task group, so that its refusal is raised as itself
+            subshell_id = self._subshell_id or await self._create_subshell()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
+                msg_id = self.channel.execute(
+                    "", waiter, silent=True, user_expressions=user_expressions, subshell_id=subshell_id
+                )
+                await waiter.replied.wait()
+                await waiter.idle.wait()
+                tg.cancel_scope.cancel()
+        if msg_id is not None:
+            self.channel.forget(msg_id)
+        if waiter.reply is None:
+            self._subshell_id = None  # it may still be busy with what we abandoned
+        return waiter.reply
+
+    async def _create_subshell(self) -> str:
+        waiter = _SilentRun()
+        msg_id = self.channel.create_subshell(waiter)
+        try:
+            with anyio.fail_after(_SUBSHELL_CREATE_S):
+                await waiter.replied.wait()
+        except TimeoutError:
+            raise WarmkernelError(
+                "inspection_failed", f"the kernel did not make a subshell within {_SUBSHELL_CREATE_S:g} s"
+            ) from None
+        finally:
+            self.channel.forget(msg_id)
+        assert waiter.reply is not None
+        subshell_id = waiter.reply.content.get("subshell_id")
+        if waiter.reply.status != "ok" or not isinstance(subshell_id, str):
+            raise WarmkernelError(
+                "inspection_failed", f"the kernel refused a subshell: {waiter.reply.content}"
+            )
+        self._subshell_id = subshell_id
+        return subshell_id
 
     async def _cancel_on_exit(self, scope: anyio.CancelScope) -> None:
         await self.exited.wait()

@@ -41,6 +41,8 @@ class Display:
     update: bool = False
     display_id: str | None = None
     """Set when the display can be updated in place (`display(..., display_id=True)`, progress bars)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The bundle's metadata (an image's width, ...), which a notebook saves beside its data."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Result:
     """execute_result: the value of the cell's last expression."""
 
     data: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,9 +139,10 @@ def parse_iopub(msg: Mapping[str, Any]) -> Event | None:
                 content.get("data") or {},
                 update=msg_type == "update_display_data",
                 display_id=str(display_id) if display_id is not None else None,
+                metadata=content.get("metadata") or {},
             )
         case "execute_result":
-            return Result(content.get("data") or {})
+            return Result(content.get("data") or {}, content.get("metadata") or {})
         case "error":
             return Error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback") or [])
         case "status":
@@ -180,7 +184,10 @@ def parse_reply(msg: Mapping[str, Any]) -> Reply:
 
 
 Route = Callable[[str, Mapping[str, Any]], None]
-"""Takes one message and the name of the channel it came on: `shell`, `iopub` or `stdin`."""
+"""Takes one message and the name of the channel it came on: `shell`, `iopub`, `stdin` or `control`."""
+
+Outgoing = Literal["shell", "stdin", "control"]
+"""The channels requests go out on (`control` for subshells, kernel protocol 5.5)."""
 
 
 class Transport(Protocol):
@@ -190,7 +197,7 @@ class Transport(Protocol):
         """Deliver every incoming message to `route` until cancelled; started once connected."""
         ...
 
-    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None: ...
+    def send(self, channel: Outgoing, msg: dict[str, Any]) -> None: ...
 
 
 class ZmqTransport:
@@ -201,13 +208,14 @@ class ZmqTransport:
         self._client.load_connection_info(dict(connection_info))  # pyright: ignore[reportArgumentType]
 
     async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._client.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=False)
+        self._client.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=True)
         try:
             async with anyio.create_task_group() as tg:
                 for name, channel in (
                     ("shell", self._client.shell_channel),
                     ("iopub", self._client.iopub_channel),
                     ("stdin", self._client.stdin_channel),
+                    ("control", self._client.control_channel),
                 ):
                     tg.start_soon(self._read, name, channel, route)
                 task_status.started()
@@ -219,15 +227,20 @@ class ZmqTransport:
         while True:
             route(name, await channel.get_msg())
 
-    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None:
-        target = self._client.shell_channel if channel == "shell" else self._client.stdin_channel
-        target.send(msg)
+    def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
+        targets = {
+            "shell": self._client.shell_channel,
+            "stdin": self._client.stdin_channel,
+            "control": self._client.control_channel,
+        }
+        targets[channel].send(msg)
 
 
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Event | None]] = {
     "shell": parse_reply,
     "iopub": parse_iopub,
     "stdin": parse_stdin,
+    "control": parse_reply,
 }
 
 
@@ -270,8 +283,12 @@ class KernelChannel:
             self._inboxes[parent] = inbox
         return inbox
 
-    def _send(self, channel: Literal["shell", "stdin"], msg_type: str, content: dict[str, Any]) -> MsgId:
+    def _send(
+        self, channel: Outgoing, msg_type: str, content: dict[str, Any], subshell_id: str | None = None
+    ) -> MsgId:
         msg = self._messages.msg(msg_type, content)
+        if subshell_id is not None:
+            msg["header"]["subshell_id"] = subshell_id  # kernel protocol 5.5
         self._transport.send(channel, msg)
         return MsgId(msg["header"]["msg_id"])
 
@@ -283,13 +300,14 @@ class KernelChannel:
         silent: bool = False,
         user_expressions: Mapping[str, str] | None = None,
         allow_stdin: bool = False,
+        subshell_id: str | None = None,
     ) -> MsgId:
-        """Send an execute_request.
+        """Send an execute_request, to the main shell or to a subshell.
 
         A silent request leaves no trace in the kernel's history or execution count. User
         expressions are evaluated after the code; their values come back in the Reply. Without
         `allow_stdin`, `input()` fails at once; with it, the inbox gets an `InputRequest` and
-        the code waits for `input()` below.
+        the code waits for `input()` below. A subshell runs it beside the main shell's cell.
         """
         msg_id = self._send(
             "shell",
@@ -302,7 +320,14 @@ class KernelChannel:
                 "allow_stdin": allow_stdin,
                 "stop_on_error": False,
             },
+            subshell_id,
         )
+        self._inboxes[msg_id] = inbox
+        return msg_id
+
+    def create_subshell(self, inbox: Inbox) -> MsgId:
+        """Ask for a new subshell (control channel); its id comes in the reply's content."""
+        msg_id = self._send("control", "create_subshell_request", {})
         self._inboxes[msg_id] = inbox
         return msg_id
 

@@ -35,13 +35,19 @@ class VariableRow(TypedDict):
 class VariableListing(TypedDict):
     variables: list[VariableRow]
     total: int
+    imports_hidden: int
+    """Modules, and functions and classes no cell defined, left out unless asked for."""
     modules_hidden: int
+    """Of those, the modules."""
     summary_status: str
     """`ok`, or `timeout` when sizes and shapes ran out of time (rows past that point lack them)."""
+    during_execution: int | None
+    """The execution that was running while the listing was made (its values may be mid-update)."""
 
 
 Summary = dict[str, Any]
-"""`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts."""
+"""`name`, `type`, `size_bytes`, `summary_status` (`ok` or `timeout`), then `kind` and its facts;
+`during_execution` when it was made beside a running cell."""
 
 
 def install_code(summarizers: Sequence[str]) -> str:
@@ -49,8 +55,8 @@ def install_code(summarizers: Sequence[str]) -> str:
     return inside.inspection_install_code(summarizers)
 
 
-def list_expression(include_modules: bool, budget_s: float) -> str:
-    return inside.question("inspection", f"list_variables({include_modules!r}, {budget_s!r})")
+def list_expression(include_imports: bool, budget_s: float) -> str:
+    return inside.question("inspection", f"list_variables({include_imports!r}, {budget_s!r})")
 
 
 def inspect_expression(path: str, budget_s: float) -> str:
@@ -62,8 +68,10 @@ def read_listing(value: ExpressionValue) -> VariableListing:
     return VariableListing(
         variables=answer["variables"],
         total=answer["total"],
+        imports_hidden=answer["imports_hidden"],
         modules_hidden=answer["modules_hidden"],
         summary_status=answer["summary_status"],
+        during_execution=None,
     )
 
 

@@ -36,7 +36,8 @@ _KERNEL_FLAGS = (
     "--IPKernelApp.exec_files=[]",
     "--IPKernelApp.exec_lines=[]",
     "--IPKernelApp.extensions=[]",
-    "--HistoryManager.enabled=False",
+    # History in memory, as nbclient runs kernels: `%history` and `In` work, nothing goes to disk.
+    "--HistoryManager.hist_file=:memory:",
     "--InteractiveShell.colors=nocolor",
 )
 

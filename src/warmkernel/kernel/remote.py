@@ -20,7 +20,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
@@ -33,7 +33,7 @@ from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, w
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
-from warmkernel.kernel.channel import KernelChannel, Route
+from warmkernel.kernel.channel import KernelChannel, Outgoing, Route
 from warmkernel.types import Generation
 
 log = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class WebsocketTransport:
         )
         return False
 
-    def send(self, channel: Literal["shell", "stdin"], msg: dict[str, Any]) -> None:
+    def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
         text = json.dumps({**msg, "channel": channel}, default=json_default)
         if self._connection is None:
             self._unsent.append(text)  # sent once the channels reconnect

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -35,7 +35,14 @@ from warmkernel.kernel.channel import Inbox
 from warmkernel.notebook.analysis import analyze
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
-from warmkernel.notebook.staleness import CellRun, FileStamp, KernelFacts, NotebookStatus, source_hash
+from warmkernel.notebook.staleness import (
+    RAISES_TAG,
+    CellRun,
+    FileStamp,
+    KernelFacts,
+    NotebookStatus,
+    source_hash,
+)
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 HASH_LIMIT_BYTES = 64 * 1024 * 1024
@@ -148,6 +155,8 @@ class _Started:
     source_hash: str
     read_versions: Mapping[str, ExecutionNumber]
     outputs: OutputCollector
+    expects_error: bool
+    """Tagged raises-exception: an error is how it is meant to end."""
 
 
 class NotebookBinding:
@@ -172,6 +181,12 @@ class NotebookBinding:
         self._reads: dict[ExecutionNumber, dict[str, tuple[int, int]]] = {}
         """File reads (size, mtime_ns as the cell saw them) not yet hashed into their run."""
         self._stamps: dict[str, FileStamp] = {}
+        self._displays: dict[str, dict[str, list[Output]]] = {}
+        """Display id -> cell id -> the saved outputs shown with it (a later cell may update them)."""
+        self._last_outputs: dict[str, CellOutputs] = {}
+        """Cell id -> the outputs of its last run in this kernel, as they go into the file."""
+        self._updated: set[str] = set()
+        """Cells whose saved outputs a later cell's display update changed since `take_updated`."""
 
     def is_for(self, path: Path) -> bool:
         with contextlib.suppress(OSError):
@@ -185,6 +200,9 @@ class NotebookBinding:
         self.versions.clear()
         self._unfetched.clear()
         self._reads.clear()
+        self._displays.clear()
+        self._last_outputs.clear()
+        self._updated.clear()
 
     # -- questions to the kernel ------------------------------------------------------------
 
@@ -203,26 +221,51 @@ class NotebookBinding:
         the inbox to send its events to, which collects its outputs for the file."""
         self._helper_generation = self.generation
         read_versions = notebook_helper.read_begin(answer)
-        outputs = OutputCollector(inbox, record.number)
-        self._started[record.number] = _Started(cell.id, source_hash(cell.source), read_versions, outputs)
+        outputs = OutputCollector(inbox, record.number, self._update_display)
+        self._started[record.number] = _Started(
+            cell.id, source_hash(cell.source), read_versions, outputs, RAISES_TAG in cell.tags
+        )
         return outputs
 
-    def finish_run(self, record: ExecutionRecord) -> list[Output]:
+    def _update_display(self, display_id: str, data: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+        """A display update: the outputs earlier cells showed with that id change too (nbclient)."""
+        for cell_id, shown in self._displays.get(display_id, {}).items():
+            for output in shown:
+                output.update(data=dict(data), metadata=dict(metadata))
+            self._updated.add(cell_id)
+
+    def take_updated(self) -> dict[str, CellOutputs]:
+        """The last outputs of the cells that display updates changed since the last call."""
+        updated = {
+            cell_id: self._last_outputs[cell_id] for cell_id in self._updated if cell_id in self._last_outputs
+        }
+        self._updated.clear()
+        return updated
+
+    def finish_run(self, cell: NotebookCell, record: ExecutionRecord) -> CellOutputs:
         """Record a finished notebook execution as its cell's last run (unless its kernel is gone);
         its outputs for the file."""
         started = self._started.pop(record.number)
+        saved = CellOutputs(cell.source, record.number, started.outputs.outputs)
         if record.generation != self.generation:
-            return started.outputs.outputs
+            return saved
+        for shown in self._displays.values():
+            shown.pop(started.cell_id, None)  # its earlier outputs are replaced
+        for display_id, outputs in started.outputs.displays().items():
+            self._displays.setdefault(display_id, {})[started.cell_id] = outputs
+        self._last_outputs[started.cell_id] = saved
+        self._updated.discard(started.cell_id)
         self.runs[started.cell_id] = CellRun(
             started.source_hash,
             record.number,
-            raised=record.state is not ExecutionState.COMPLETED,
+            raised=record.state is not ExecutionState.COMPLETED
+            and not (started.expects_error and record.state is ExecutionState.ERROR),
             read_versions=started.read_versions,
         )
         self._unfetched.add(record.number)
         for path in self.watches.get(started.cell_id, ()):
             self._note_read(record.number, path)
-        return started.outputs.outputs
+        return saved
 
     def facts_request(self) -> tuple[str, list[ExecutionNumber]] | None:
         """The expression that fetches versions and file reads, or None before any cell ran here."""

@@ -4,12 +4,14 @@ It sits in front of the execution's own inbox and forwards every event to it unc
 dicts are those `nbformat.v4.output_from_msg` makes from the same messages: `stream` (text
 that follows text of the same stream is joined, as Jupyter shows it), `execute_result` with
 the execution count, `display_data` and `error`. `clear_output` empties the list (with
-`wait=True`, once the next output arrives), and `update_display_data` replaces the data of
-the outputs shown with that display id.
+`wait=True`, once the next output arrives), and `update_display_data` replaces the data and
+metadata of the outputs shown with that display id, here and (through `on_update`) in the
+cells that ran before, as nbclient does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from warmkernel.kernel.channel import ClearOutput, Display, Error, Event, Inbox, Result, Stream
@@ -20,8 +22,14 @@ Output = dict[str, Any]
 class OutputCollector:
     """Collects outputs for the `.ipynb`, then hands each event on to `forward`."""
 
-    def __init__(self, forward: Inbox, execution_count: int) -> None:
+    def __init__(
+        self,
+        forward: Inbox,
+        execution_count: int,
+        on_update: Callable[[str, Mapping[str, Any], Mapping[str, Any]], None] | None = None,
+    ) -> None:
         self._forward = forward
+        self._on_update = on_update
         self._execution_count = execution_count
         self._clear_pending = False
         self._display_ids: dict[int, str] = {}
@@ -40,21 +48,23 @@ class OutputCollector:
                     last["text"] += text
                 else:
                     self._add({"output_type": "stream", "name": name, "text": text})
-            case Result(data=data):
+            case Result(data=data, metadata=metadata):
                 self._add(
                     {
                         "output_type": "execute_result",
                         "execution_count": self._execution_count,
                         "data": dict(data),
-                        "metadata": {},
+                        "metadata": dict(metadata),
                     }
                 )
-            case Display(data=data, update=True, display_id=display_id):
+            case Display(data=data, metadata=metadata, update=True, display_id=display_id):
                 for position, shown_id in self._display_ids.items():
                     if shown_id == display_id:
-                        self.outputs[position]["data"] = dict(data)
-            case Display(data=data, display_id=display_id):
-                self._add({"output_type": "display_data", "data": dict(data), "metadata": {}})
+                        self.outputs[position].update(data=dict(data), metadata=dict(metadata))
+                if display_id is not None and self._on_update is not None:
+                    self._on_update(display_id, data, metadata)
+            case Display(data=data, metadata=metadata, display_id=display_id):
+                self._add({"output_type": "display_data", "data": dict(data), "metadata": dict(metadata)})
                 if display_id is not None:
                     self._display_ids[len(self.outputs) - 1] = display_id
             case Error(ename=ename, evalue=evalue, traceback=traceback):
@@ -67,6 +77,13 @@ class OutputCollector:
                 self._clear()
             case _:
                 pass
+
+    def displays(self) -> dict[str, list[Output]]:
+        """The outputs shown with each display id (the dicts themselves, for later updates)."""
+        shown: dict[str, list[Output]] = {}
+        for position, display_id in self._display_ids.items():
+            shown.setdefault(display_id, []).append(self.outputs[position])
+        return shown
 
     def _add(self, output: Output) -> None:
         if self._clear_pending:

@@ -57,6 +57,8 @@ class NotebookCell:
     source: str
     id_derived: bool
     """The file gives it no usable id; `id` is derived from its source and position."""
+    tags: tuple[str, ...] = ()
+    """Its `metadata.tags` (`skip-execution` and `raises-exception` change how it runs)."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,8 @@ def read_notebook(path: Path) -> Notebook:
     raw, _ = _load(path)
     _, minor = _get_version(raw)
     cells = tuple(
-        NotebookCell(index=index, id=cell_id, source=source, id_derived=derived)
-        for index, (cell_id, source, derived, _) in enumerate(_code_cells(raw))
+        NotebookCell(index=index, id=cell_id, source=source, id_derived=derived, tags=_tags(cell))
+        for index, (cell_id, source, derived, cell) in enumerate(_code_cells(raw))
     )
     return Notebook(path=path, nbformat_minor=minor, cells=cells)
 
@@ -188,6 +190,12 @@ def _code_cells(raw: Mapping[str, Any]) -> list[tuple[str, str, bool, dict[str, 
         same_source_above[source] += 1
         found.append((cell_id, source, not usable, cell))
     return found
+
+
+def _tags(cell: Mapping[str, Any]) -> tuple[str, ...]:
+    metadata = cell.get("metadata")
+    tags = metadata.get("tags") if isinstance(metadata, dict) else None
+    return tuple(tag for tag in tags if isinstance(tag, str)) if isinstance(tags, list) else ()
 
 
 def _keys_sorted(raw: Mapping[str, Any]) -> bool:

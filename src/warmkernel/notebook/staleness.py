@@ -5,8 +5,10 @@ session records (`KernelFacts`, `CellRun`, `FileStamp`), plus `source_hash` and
 `select_cells`. No I/O and no kernel: the caller hashes files and asks the kernel.
 
 Each code cell gets one state: `running` (it is the running cell), `never_run` (no run of it
-is recorded in this kernel), `stale` (it ran, and one of the reasons below holds) or
-`fresh`. Reasons, in the order they are listed:
+is recorded in this kernel), `stale` (it ran, and one of the reasons below holds), `fresh`,
+or `skipped`: it is never run, as nbclient and papermill skip it, because it is `empty` (only
+whitespace) or tagged `skip-execution` (`skip_execution`); it defines nothing for the cells
+below. Reasons of the other states, in the order they are listed:
 
 - `source_changed`: `source_hash` of its source differs from that of the source it ran.
   An edit undone is fresh again.
@@ -48,8 +50,10 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.notebook.analysis import analyze
 from warmkernel.types import ExecutionNumber
 
-CellState = Literal["fresh", "stale", "never_run", "running"]
+CellState = Literal["fresh", "stale", "never_run", "running", "skipped"]
 Reason = Literal[
+    "empty",
+    "skip_execution",
     "source_changed",
     "never_run",
     "errored",
@@ -70,6 +74,22 @@ class Cell(Protocol):
 
     @property
     def source(self) -> str: ...
+
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+
+
+SKIP_TAG = "skip-execution"
+"""A cell with this tag is never run (nbclient's and papermill's `skip_cells_with_tag`)."""
+RAISES_TAG = "raises-exception"
+"""A cell with this tag is expected to raise: its error does not stop a run, nor make it stale."""
+
+
+def skipped_because(cell: Cell) -> Reason | None:
+    """Why a cell is not run, as Jupyter's runners do it: it is empty, or tagged skip-execution."""
+    if not cell.source.strip():
+        return "empty"
+    return "skip_execution" if SKIP_TAG in cell.tags else None
 
 
 @dataclass(frozen=True)
@@ -125,6 +145,8 @@ class CellStatus:
     """warmkernel's number of its last run."""
     depends_on: tuple[str, ...]
     """Ids of the cells above whose definitions it reads, in notebook order."""
+    changed_files: tuple[str, ...] = ()
+    """The files behind `file_changed`: read by its last run, missing or different now."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +175,11 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
     not_fresh: list[bool] = []
     statuses: list[CellStatus] = []
     for index, cell in enumerate(cells):
+        skipped = skipped_because(cell)
+        if skipped is not None:  # never run, so it defines nothing for the cells below
+            statuses.append(CellStatus(index, cell.id, "skipped", (skipped,), (), None, ()))
+            not_fresh.append(False)
+            continue
         analysis = analyze(cell.source)
         undefined = False
         if analysis.conservative:
@@ -171,13 +198,14 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
             depends = sorted(found)
         run = facts.runs.get(cell.id)
         reasons: list[Reason] = []
+        changed = _changed_files(run, facts) if run is not None else ()
         if cell.id == facts.running:
             state: CellState = "running"
         else:
             if run is None:
                 reasons.append("never_run")
             else:
-                reasons.extend(_run_reasons(cell, index, run, facts, made_by))
+                reasons.extend(_run_reasons(cell, index, run, facts, made_by, changed))
             if any(not_fresh[dependency] for dependency in depends):
                 reasons.append("upstream_stale")
             if undefined:
@@ -197,6 +225,7 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 defines=tuple(sorted(analysis.defines)),
                 execution=run.execution if run else None,
                 depends_on=tuple(ids[dependency] for dependency in depends),
+                changed_files=changed if state != "running" else (),
             )
         )
     plan = tuple(status.id for status in statuses if status.state in ("stale", "never_run"))
@@ -209,7 +238,12 @@ def _provided(source: str) -> frozenset[str]:
 
 
 def _run_reasons(
-    cell: Cell, index: int, run: CellRun, facts: KernelFacts, made_by: Mapping[ExecutionNumber, int]
+    cell: Cell,
+    index: int,
+    run: CellRun,
+    facts: KernelFacts,
+    made_by: Mapping[ExecutionNumber, int],
+    changed_files: tuple[str, ...],
 ) -> list[Reason]:
     """The reasons that compare the last run of the cell at `index` with now."""
     reasons: list[Reason] = []
@@ -217,17 +251,24 @@ def _run_reasons(
         reasons.append("source_changed")
     if run.raised:
         reasons.append("errored")
-    for path, then in run.files_read.items():
-        now = facts.files.get(path)
-        if now is None or now.size != then.size or now.sha256 != then.sha256:
-            reasons.append("file_changed")
-            break
+    if changed_files:
+        reasons.append("file_changed")
     for name, seen in run.read_versions.items():
         now = facts.versions.get(name)
         if now != seen and now != run.execution and (now is None or made_by.get(now, -1) <= index):
             reasons.append("upstream_changed")
             break
     return reasons
+
+
+def _changed_files(run: CellRun, facts: KernelFacts) -> tuple[str, ...]:
+    """The files the run read that are missing now, or differ in size or content, sorted."""
+    changed = []
+    for path, then in run.files_read.items():
+        now = facts.files.get(path)
+        if now is None or now.size != then.size or now.sha256 != then.sha256:
+            changed.append(path)
+    return tuple(sorted(changed))
 
 
 def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tuple[str, ...]:
@@ -239,7 +280,7 @@ def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tu
     if cells == "stale":
         return status.plan
     if cells == "all":
-        return tuple(cell.id for cell in status.cells)
+        return tuple(cell.id for cell in status.cells if cell.state != "skipped")
     wanted = [cells] if isinstance(cells, str) else list(cells)
     by_id = {cell.id: cell.index for cell in status.cells}
     chosen: set[int] = set()
@@ -252,7 +293,8 @@ def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tu
             chosen.add(index)
     if unknown:
         raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status))
-    return tuple(status.cells[index].id for index in sorted(chosen))
+    # A skipped cell (empty, or tagged skip-execution) is not run even when named.
+    return tuple(status.cells[i].id for i in sorted(chosen) if status.cells[i].state != "skipped")
 
 
 def _index_of(item: str | int, by_id: Mapping[str, int], count: int) -> int | None:

@@ -11,7 +11,7 @@ from warmkernel.execution.images import StoredImage
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.hints import call, kernel_tag
 from warmkernel.present.inline import Shown, inline
-from warmkernel.present.reply import Picture, Reply, clip, duration
+from warmkernel.present.reply import Picture, Reply, clip, counted, duration
 from warmkernel.sizes import format_size
 from warmkernel.types import ExecutionState
 
@@ -114,7 +114,7 @@ def _running_reply(record: ExecutionRecord, settings: Settings, waited: WaitEnd)
     )
     lines = [
         f"In [{number}]{kernel_tag()} · running for {duration(record.elapsed())} ({why})"
-        + (f"; last {len(tail)} lines:" if tail else "; no output yet"),
+        + (f"; last {counted(len(tail), 'line')}:" if tail else "; no output yet"),
         *(clip(line, RUNNING_LINE_CLIP) for line in tail),
         f"Still running. Next: {call('wait_python', execution=number)} to keep waiting, "
         f"{call('read_python_output', execution=number)} to read the output, "
@@ -140,7 +140,7 @@ def _awaiting_reply(record: ExecutionRecord, settings: Settings) -> Reply:
     )
     lines = [
         f"In [{number}]{kernel_tag()} · awaiting input after {duration(record.elapsed())}"
-        + (f"; last {len(tail)} lines:" if tail else ":"),
+        + (f"; last {counted(len(tail), 'line')}:" if tail else ":"),
         *(clip(line, RUNNING_LINE_CLIP) for line in tail),
         f"Waiting for input at {what}. Next: "
         f"{call('send_python_input', text='...', execution=number)} to answer, "

@@ -12,6 +12,7 @@ from warmkernel.execution.record import ExecutionRecord
 from warmkernel.present.hints import call
 from warmkernel.present.reads import dropped
 from warmkernel.present.reply import clip
+from warmkernel.present.tracebacks import condense
 
 Shown = list[tuple[int | None, str]]
 """Lines of an inline reply, each with its 0-based combined line number (None for our notes)."""
@@ -30,8 +31,18 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
     start = min(record.displays.cleared_before, total)
     hidden = record.displays.hidden_lines()
 
+    condensed = None if record.directives.full_output else _condensed_traceback(record)
+
     def visible(lo: int, hi: int) -> Shown:
-        return [(i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden]
+        shown: Shown = [
+            (i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden
+        ]
+        if condensed is None or not lo <= condensed[0] < condensed[1] <= hi:
+            return shown
+        first, end, lines = condensed
+        before = [(i, line) for i, line in shown if i is not None and i < first]
+        after = [(i, line) for i, line in shown if i is not None and i >= end]
+        return [*before, *((None, line) for line in lines), *after]
 
     cleared: Shown = []
     if start:
@@ -54,6 +65,16 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
         f"{call('read_python_output', execution=record.number, line_range=f'{first}:{last}')} ..."
     )
     return [*cleared, *head, (None, note), *tail], [first, last]
+
+
+def _condensed_traceback(record: ExecutionRecord) -> tuple[int, int, list[str]] | None:
+    """The traceback's combined lines and what the reply shows instead, if that is shorter."""
+    if record.traceback_lines is None:
+        return None
+    first, end = record.traceback_lines
+    whole = call("read_python_output", execution=record.number, stream="traceback")
+    lines = condense(record.output.lines("combined", first, end), f"{whole} shows every frame")
+    return (first, end, lines) if len(lines) < end - first else None
 
 
 def _fit(lines: Shown, budget: int) -> Shown:

@@ -4,11 +4,13 @@ reasons, the plan and the call that runs it, and a run's cells as run_python sho
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from warmkernel.config import Settings
 from warmkernel.execution.record import WaitEnd
 from warmkernel.notebook.binding import NotebookRun, NotebookView
+from warmkernel.notebook.staleness import RAISES_TAG, CellStatus
 from warmkernel.present.execution import execution_reply
 from warmkernel.present.hints import call
 from warmkernel.present.reply import Picture, Reply, clip, columns
@@ -26,7 +28,7 @@ def notebook_status_reply(view: NotebookView, settings: Settings) -> Reply:
     cells = view.status.cells
     counts = {
         state: sum(cell.state == state for cell in cells)
-        for state in ("fresh", "stale", "never_run", "running")
+        for state in ("fresh", "stale", "never_run", "running", "skipped")
     }
     tally = ", ".join(f"{count} {state.replace('_', ' ')}" for state, count in counts.items() if count)
     lines = [
@@ -51,7 +53,7 @@ def _cell_table(view: NotebookView, settings: Settings) -> list[str]:
             cell.id + ("*" if cell.id in derived else ""),
             cell.state,
             str(cell.execution) if cell.execution is not None else "",
-            ", ".join(cell.reasons),
+            _reasons(cell, view),
             clip(" ".join(cell.defines), 60),
         )
         for cell in view.status.cells
@@ -99,6 +101,24 @@ def _plan_line(view: NotebookView) -> str:
     return f"plan: {', '.join(plan)}. {call('run_notebook_cells', path=view.shown)} runs them in order"
 
 
+def _reasons(cell: CellStatus, view: NotebookView) -> str:
+    """The reasons, `file_changed` with the files it means (`file_changed: data.csv`)."""
+    if not cell.changed_files:
+        return ", ".join(cell.reasons)
+    files = [_file_shown(path, view) for path in cell.changed_files]
+    named = f"file_changed: {', '.join(files[:3])}" + (
+        f" and {len(files) - 3} more" if len(files) > 3 else ""
+    )
+    return ", ".join(named if reason == "file_changed" else reason for reason in cell.reasons)
+
+
+def _file_shown(path: str, view: NotebookView) -> str:
+    """A file as the notebook's reader knows it: relative to the notebook's folder when inside it."""
+    folder = view.notebook.path.parent
+    file = Path(path)
+    return str(file.relative_to(folder)) if file.is_relative_to(folder) else path
+
+
 def _status_facts(view: NotebookView) -> dict[str, Any]:
     derived = {cell.id for cell in view.notebook.cells if cell.id_derived}
     return {
@@ -113,6 +133,7 @@ def _status_facts(view: NotebookView) -> dict[str, Any]:
                 "defines": list(cell.defines),
                 "execution": cell.execution,
                 "depends_on": list(cell.depends_on),
+                "changed_files": list(cell.changed_files),
             }
             for cell in view.status.cells
         ],
@@ -204,12 +225,17 @@ def _run_ending(run: NotebookRun) -> list[str]:
 
 
 def _run_state(run: NotebookRun) -> str:
-    """The run's state for exit statuses: running, completed, or the worst state a cell ended in."""
+    """The run's state for exit statuses: running, completed, or the worst state a cell ended in
+    (the error of a cell tagged raises-exception is how that cell completes)."""
     if not run.done.is_set():
         return "running"
     if run.failure is not None:
         return "error"
-    states = {record.state for _, record in run.results}
+    states = {
+        record.state
+        for cell, record in run.results
+        if not (record.state is ExecutionState.ERROR and RAISES_TAG in cell.tags)
+    }
     for state in (
         ExecutionState.DIED,
         ExecutionState.KILLED,

@@ -39,6 +39,11 @@ def clip(text: str, max_chars: int) -> str:
     return f"{text[:max_chars]}...[{len(text) - max_chars} chars omitted]"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 line`, `3 lines`, `0 lines`: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def size(n_bytes: int | None) -> str:
     """`512 B`, `1.5 KiB`, `76.3 MiB`; `?` when unknown."""
     if n_bytes is None:

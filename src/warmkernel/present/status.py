@@ -201,7 +201,7 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
         return Reply("No executions yet.", {"executions": [], "total": 0})
     rows = [
         f"{r.number:>4}  {r.state.value:<11} {duration(r.elapsed()):>9}  "
-        f"{r.output.line_count('combined'):>7} lines  {clip(r.first_line, 80)}"
+        f"{r.output.line_count('combined'):>7} {_lines_word(r):<5}  {clip(r.first_line, 80)}"
         for r in newest
     ]
     more = len(records) - len(newest)
@@ -221,6 +221,10 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
         "total": len(records),
     }
     return Reply("\n".join(rows), data)
+
+
+def _lines_word(record: ExecutionRecord) -> str:
+    return "line" if record.output.line_count("combined") == 1 else "lines"
 
 
 def restart_notice(first: int, last: int) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.present.hints import call
-from warmkernel.present.reply import Reply, clip, columns, size
+from warmkernel.present.reply import Reply, clip, columns, counted, size
 
 
 def _extent(facts: dict[str, Any]) -> str:
@@ -21,7 +21,7 @@ def _extent(facts: dict[str, Any]) -> str:
 def variables_reply(listing: VariableListing) -> Reply:
     """A table of the user's variables, one per line."""
     rows = listing["variables"]
-    table = [("name", "type", "size", "shape/len", "In")] + [
+    table = [("name", "type", "size (shallow)", "shape/len", "In")] + [
         (
             row["name"],
             clip(row["type"], 48),
@@ -32,18 +32,25 @@ def variables_reply(listing: VariableListing) -> Reply:
         for row in rows
     ]
     lines = columns(table)
-    notes = [f"{listing['total']} variable{'s' if listing['total'] != 1 else ''}"]
+    notes = [counted(listing["total"], "variable")]
     if listing["total"] > len(rows):
         notes.append(f"the first {len(rows)} by name are shown")
-    if listing["modules_hidden"]:
-        more = call("list_python_variables", include_modules=True)
-        notes.append(f"{listing['modules_hidden']} modules not listed ({more} lists them)")
+    if listing["imports_hidden"]:
+        more = call("list_python_variables", include_imports=True)
+        notes.append(f"{counted(listing['imports_hidden'], 'import')} not listed ({more} lists them)")
     if listing["summary_status"] == "timeout":
         notes.append("sizes and shapes ran out of time; the rows without them show ?")
     if not rows:
         lines = []
     footer = "; ".join(notes) + f". {call('inspect_python_variable', name='NAME')} summarizes one."
-    return Reply("\n".join([*lines, footer]), dict(listing))
+    return Reply("\n".join([*_mid_run(listing.get("during_execution")), *lines, footer]), dict(listing))
+
+
+def _mid_run(number: int | None) -> list[str]:
+    """The note of an answer made beside a running cell."""
+    if number is None:
+        return []
+    return [f"note: In [{number}] is running; these values may be mid-update"]
 
 
 def summary_reply(summary: Summary) -> Reply:
@@ -51,12 +58,15 @@ def summary_reply(summary: Summary) -> Reply:
     gist = [f"{summary['name']}: {summary['type']}"]
     if extent := _extent(summary):
         gist.append(extent)
-    gist.append(size(summary["size_bytes"]))
+    gist.append(f"{size(summary['size_bytes'])} shallow")
+    if summary.get("deep_size_bytes") is not None:
+        gist.append(f"{size(summary['deep_size_bytes'])} deep")
     if summary.get("execution") is not None:
         gist.append(f"bound by In [{summary['execution']}]")
     if summary["summary_status"] == "timeout":
         gist.append(f"summary timed out after {summary.get('budget_s')} s: type and size only")
-    return Reply(" · ".join(gist) + "\n" + _json_text(summary), summary)
+    lines = [*_mid_run(summary.get("during_execution")), " · ".join(gist), _json_text(summary)]
+    return Reply("\n".join(lines), summary)
 
 
 def _json_text(data: dict[str, Any]) -> str:

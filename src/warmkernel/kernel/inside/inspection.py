@@ -12,6 +12,7 @@ installed; it lives in its own module, outside the user's namespace. Every answe
 from __future__ import annotations
 
 import collections
+import ctypes
 import datetime
 import difflib
 import functools
@@ -110,17 +111,19 @@ def _offer_decorator() -> None:
 # -- answers ----------------------------------------------------------------------------------
 
 
-def list_variables(include_modules: bool, budget_s: float) -> dict[str, Any]:
-    """User names (no `_` names, no IPython internals, no modules unless asked), sorted."""
+def list_variables(include_imports: bool, budget_s: float) -> dict[str, Any]:
+    """User names, sorted: no `_` names, no IPython internals, and unless asked no imports
+    (modules, and functions and classes defined outside the user's cells)."""
     namespace = _shell.user_ns
     hidden = _shell.user_ns_hidden
     names: list[str] = []
-    modules_hidden = 0
+    modules_hidden = imports_hidden = 0
     for name, value in list(namespace.items()):
         if name.startswith("_") or hidden.get(name, _NOT_THERE) is value:
             continue
-        if isinstance(value, types.ModuleType) and not include_modules:
-            modules_hidden += 1
+        if not include_imports and _imported(value):
+            imports_hidden += 1
+            modules_hidden += isinstance(value, types.ModuleType)
             continue
         names.append(name)
     names.sort()
@@ -149,14 +152,34 @@ def list_variables(include_modules: bool, budget_s: float) -> dict[str, Any]:
         "status": "ok",
         "variables": rows,
         "total": len(names),
+        "imports_hidden": imports_hidden,
         "modules_hidden": modules_hidden,
         "summary_status": status,
     }
 
 
+def _imported(value: Any) -> bool:
+    """A module, or a function or class that no cell of this kernel defined (its `__module__` is
+    not the user's namespace): `import numpy as np`, `from sklearn import LinearRegression`."""
+    if isinstance(value, types.ModuleType):
+        return True
+    if not (isinstance(value, type) or inspect.isroutine(value)):
+        return False
+    try:
+        return getattr(value, "__module__", None) != _shell.user_module.__name__
+    except Exception:
+        return False
+
+
 def inspect_variable(path: str, budget_s: float) -> dict[str, Any]:
     """A bounded typed summary of `name` or `name.attr.attr`; nothing else is evaluated."""
-    summary: dict[str, Any] = {"name": path, "type": None, "size_bytes": None, "summary_status": "ok"}
+    summary: dict[str, Any] = {
+        "name": path,
+        "type": None,
+        "size_bytes": None,
+        "size_kind": "shallow",
+        "summary_status": "ok",
+    }
     if path in _rebound:
         summary["execution"] = _rebound[path]
     try:
@@ -212,11 +235,16 @@ def _did_you_mean(name: str, candidates: list[str]) -> str:
 def _budget(seconds: float) -> Iterator[None]:
     """Raise `_Timeout` inside the work once `seconds` pass, so the work really stops.
 
-    SIGALRM can only be handled in the main thread; elsewhere the server's deadline (it
-    interrupts the kernel) is the only guard. The alarm fires at most once.
+    In the main thread by SIGALRM; in a subshell's thread (ipykernel 7 runs an inspection there
+    while a cell runs) by an asynchronous exception, which stops Python code but not a long call
+    into C. The alarm fires at most once.
     """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    if seconds <= 0:
         yield
+        return
+    if threading.current_thread() is not threading.main_thread():
+        with _thread_budget(seconds):
+            yield
         return
     armed = [True]
 
@@ -239,6 +267,32 @@ def _budget(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_handler)
         if previous_timer[0] > 0:
             signal.setitimer(signal.ITIMER_REAL, *previous_timer)
+
+
+@contextmanager
+def _thread_budget(seconds: float) -> Iterator[None]:
+    """`_budget` for a thread other than the main one: a timer raises `_Timeout` in this thread."""
+    target = ctypes.c_ulong(threading.get_ident())
+    lock = threading.Lock()
+    state = {"armed": True, "fired": False}
+
+    def fire() -> None:
+        with lock:
+            if state["armed"]:
+                state["armed"], state["fired"] = False, True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(_Timeout))
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            state["armed"] = False
+            if state["fired"]:  # raised already, or still pending: then it is withdrawn
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
 
 
 # -- facts every variable has -------------------------------------------------------------------
@@ -411,11 +465,12 @@ def _pandas_frame(frame: Any) -> dict[str, Any]:
 
 
 def _pandas_memory(value: Any, object_columns: int) -> dict[str, Any]:
-    """Deep memory usage when the object-like cells are few enough to measure quickly."""
-    deep = object_columns * len(value) <= DEEP_MEMORY_CELLS
-    usage = value.memory_usage(index=True, deep=deep)
-    total = usage.sum() if hasattr(usage, "sum") else usage
-    return {"memory_bytes": int(total), "memory_deep": deep}
+    """The deep size (what the objects in object columns hold too) beside the shallow `size_bytes`,
+    when the object-like cells are few enough to measure quickly."""
+    if object_columns * len(value) > DEEP_MEMORY_CELLS:
+        return {"deep_size_bytes": None}
+    usage = value.memory_usage(index=True, deep=True)
+    return {"deep_size_bytes": int(usage.sum() if hasattr(usage, "sum") else usage)}
 
 
 def _pandas_index_facts(index: Any) -> dict[str, Any]:
@@ -442,9 +497,8 @@ def _pandas_series(series: Any) -> dict[str, Any]:
     elif len(series):
         counts = series.value_counts(dropna=False).head(ITEMS)
         summary["top_values"] = [{"value": v, "count": int(n)} for v, n in counts.items()]
-    head = series.iloc[:ITEMS]
-    summary["sample"] = list(head)
-    summary["sample_index"] = list(head.index)
+    head = series.iloc[:ITEMS]  # each value with its label: `df.dtypes` pairs a column with its dtype
+    summary["sample"] = [{"index": label, "value": item} for label, item in head.items()]
     summary.update(_pandas_memory(series, object_columns=int(series.dtype.kind == "O")))
     return summary
 
@@ -576,7 +630,11 @@ def _text(value: str | bytes | bytearray) -> dict[str, Any]:
 
 
 def _dict(value: dict[Any, Any]) -> dict[str, Any]:
-    keys = [{"key": _repr(key), "type": _type_name(item)} for key, item in islice(value.items(), KEYS)]
+    """The first items: each key's repr, its value's type and a bounded repr of the value."""
+    keys = [
+        {"key": _repr(key), "type": _type_name(item), "value": _repr(item)}
+        for key, item in islice(value.items(), KEYS)
+    ]
     return {"kind": "dict", "length": len(value), "keys": keys}
 
 
@@ -744,6 +802,16 @@ def _missing(value: Any) -> bool:
     return False
 
 
+def _is_dtype(value: Any) -> bool:
+    """A numpy dtype or a pandas extension dtype (`StringDtype`, `CategoricalDtype`, ...)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.dtype):
+        return True
+    pandas = sys.modules.get("pandas")
+    extension = getattr(getattr(getattr(pandas, "api", None), "extensions", None), "ExtensionDtype", None)
+    return isinstance(extension, type) and isinstance(value, extension)
+
+
 def _jsonable(value: Any, depth: int = JSON_DEPTH) -> Any:
     """A JSON value bounded in depth, items and characters; missing values become null and
     anything else that JSON cannot hold becomes a short repr."""
@@ -762,6 +830,8 @@ def _jsonable(value: Any, depth: int = JSON_DEPTH) -> Any:
         return _jsonable(value.item(), depth) if value.dtype.kind in "biuf" else _repr(value)
     if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
         return str(value)
+    if _is_dtype(value):
+        return str(value)  # `df.dtypes` holds dtypes: "int64", not "dtype('int64')"
     if depth <= 0:
         return _repr(value)
     if isinstance(value, Mapping):

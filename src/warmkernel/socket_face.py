@@ -6,8 +6,13 @@ its replies should tell it, e.g. that the versions differ), which the daemon ans
    "note": TEXT}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
-JSON-RPC message a line, so a relay only copies bytes. `options` are the client's reply options
-(its kernel options were checked against the daemon's descriptor before it connected).
+JSON-RPC message a line. A relay whose stdin and stdout are pipes or sockets (what every host
+gives it) says `"stdio": "fds"`; a daemon that answers with the same field then takes them
+(SCM_RIGHTS, one byte with the two descriptors) and speaks MCP on the host's pipes itself, so no
+process stands between host and daemon; the connection then carries nothing and only says, by
+closing, that either side is gone. A relay that cannot pass them copies bytes to the socket.
+`options` are the client's reply options (its kernel options were checked against the daemon's
+descriptor before it connected).
 A `status` hello gets the daemon's state and the connection ends; a `serve` hello opens the
 public Streamable HTTP endpoint it names for as long as the connection stays open.
 Unknown fields are ignored, so clients and daemons of other versions still understand each other.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +41,7 @@ from warmkernel.session import Session
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
 """The longest MCP message a line may carry (a cell's source, a reply with images)."""
+PIPE_CHUNK = 65_536
 
 REPLY_OPTIONS = frozenset(
     {
@@ -58,6 +65,8 @@ class Hello:
     serve: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     """What the client has to be told about itself in its replies, e.g. that its version differs."""
+    stdio: str = ""
+    """"fds": a relay that passes its stdin and stdout, to be served on them."""
 
     @classmethod
     def parse(cls, line: bytes) -> Hello:
@@ -80,6 +89,7 @@ class Hello:
             dict(options),
             dict(data.get("serve") or {}),
             str(data.get("note") or ""),
+            str(data.get("stdio") or ""),
         )
 
 
@@ -99,10 +109,10 @@ class SocketFace:
     changed: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) whenever the number of clients changes."""
 
-    async def listen(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
+    async def listen(self, listener: anyio.abc.Listener[anyio.abc.UNIXSocketStream]) -> None:
         await listener.serve(self._handle)
 
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+    async def _handle(self, stream: anyio.abc.UNIXSocketStream) -> None:
         async with stream:
             buffered = BufferedByteReceiveStream(stream)
             try:
@@ -119,9 +129,14 @@ class SocketFace:
             try:
                 if hello.client == "serve":
                     await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
+                elif hello.stdio == "fds":
+                    await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
+                    await self._serve_host_pipes(hello, stream, buffered)
                 else:
                     await _answer(stream, {"ok": True, "version": __version__})
-                    await self._serve_mcp(hello, stream, buffered)
+                    await self._serve_mcp(
+                        hello, lambda: buffered.receive_until(b"\n", MESSAGE_MAX_BYTES), stream.send
+                    )
             finally:
                 self._count(-1)
 
@@ -130,10 +145,36 @@ class SocketFace:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def _serve_mcp(
-        self, hello: Hello, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream
+    async def _serve_host_pipes(
+        self, hello: Hello, stream: anyio.abc.UNIXSocketStream, buffered: BufferedByteReceiveStream
     ) -> None:
-        """MCP over the rest of the connection, one JSON-RPC message a line, until the client closes."""
+        """MCP on the host's stdin and stdout, which the relay passes, until the host or the relay ends."""
+        try:
+            _, fds = await stream.receive_fds(1, 2)
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return
+        with HostPipes(*fds) as pipes, anyio.CancelScope() as scope:
+
+            async def relay_gone() -> None:
+                await _closed(buffered)
+                scope.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay_gone)
+                await self._serve_mcp(hello, pipes.receive_line, pipes.send)
+                tg.cancel_scope.cancel()
+
+    async def _serve_mcp(
+        self,
+        hello: Hello,
+        receive_line: Callable[[], Awaitable[bytes]],
+        send: Callable[[bytes], Awaitable[None]],
+    ) -> None:
+        """MCP one JSON-RPC message a line, from `receive_line` and to `send`, until the client closes."""
         server = build_server(
             self.session,
             hello.options,
@@ -147,7 +188,7 @@ class SocketFace:
             async with to_server:
                 while True:
                     try:
-                        line = await buffered.receive_until(b"\n", MESSAGE_MAX_BYTES)
+                        line = await receive_line()
                     except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                         return
                     try:
@@ -162,7 +203,7 @@ class SocketFace:
                 async for message in from_server:
                     body = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     try:
-                        await stream.send(body.encode() + b"\n")
+                        await send(body.encode() + b"\n")
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                         return  # the client left; its calls end with the connection
 
@@ -171,6 +212,55 @@ class SocketFace:
             tg.start_soon(write)
             await server.run(from_client, to_client, server.create_initialization_options())
             tg.cancel_scope.cancel()
+
+
+class HostPipes:
+    """A host's stdin and stdout, passed by its relay: MCP lines read and written without a copy
+    in between. Non-blocking, so a host that reads slowly never holds the daemon's loop."""
+
+    def __init__(self, stdin: int, stdout: int) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._buffer = bytearray()
+        for fd in (stdin, stdout):
+            os.set_inheritable(fd, False)  # a kernel started later must not hold the host's pipes
+            os.set_blocking(fd, False)
+
+    def __enter__(self) -> HostPipes:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self._stdin)
+        os.close(self._stdout)
+
+    async def receive_line(self) -> bytes:
+        """The next line without its newline; EndOfStream once the host has closed stdin."""
+        while (end := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) > MESSAGE_MAX_BYTES:
+                raise anyio.DelimiterNotFound(MESSAGE_MAX_BYTES)
+            await anyio.wait_readable(self._stdin)
+            try:
+                chunk = os.read(self._stdin, PIPE_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not chunk:
+                raise anyio.EndOfStream
+            self._buffer += chunk
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        return line
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._stdout, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._stdout)
+            except OSError as exc:  # the host closed its end
+                raise anyio.BrokenResourceError from exc
 
 
 async def _closed(buffered: BufferedByteReceiveStream) -> None:

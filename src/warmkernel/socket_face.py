@@ -109,10 +109,10 @@ class SocketFace:
     changed: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) whenever the number of clients changes."""
 
-    async def listen(self, listener: anyio.abc.Listener[anyio.abc.UNIXSocketStream]) -> None:
+    async def listen(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
         await listener.serve(self._handle)
 
-    async def _handle(self, stream: anyio.abc.UNIXSocketStream) -> None:
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
             buffered = BufferedByteReceiveStream(stream)
             try:
@@ -129,7 +129,7 @@ class SocketFace:
             try:
                 if hello.client == "serve":
                     await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
-                elif hello.stdio == "fds":
+                elif hello.stdio == "fds" and isinstance(stream, anyio.abc.UNIXSocketStream):
                     await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
                     await self._serve_host_pipes(hello, stream, buffered)
                 else:

@@ -181,37 +181,44 @@ class SocketFace:
             note=hello.note or None,
             tell_joined=hello.client != "cli",
         )
-        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+        await server.run(_Incoming(receive_line), _Outgoing(send), server.create_initialization_options())
 
-        async def read() -> None:
-            async with to_server:
-                while True:
-                    try:
-                        line = await receive_line()
-                    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
-                        return
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await to_server.send(exc)
-                        continue
-                    await to_server.send(SessionMessage(message))
 
-        async def write() -> None:
-            async with from_server:
-                async for message in from_server:
-                    body = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    try:
-                        await send(body.encode() + b"\n")
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        return  # the client left; its calls end with the connection
+@dataclass(eq=False)
+class _Incoming(anyio.abc.ObjectReceiveStream[SessionMessage | Exception]):
+    """The client's messages, a line each, parsed in the server's own task (no task in between)."""
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            tg.start_soon(write)
-            await server.run(from_client, to_client, server.create_initialization_options())
-            tg.cancel_scope.cancel()
+    receive_line: Callable[[], Awaitable[bytes]]
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            line = await self.receive_line()
+        except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.DelimiterNotFound) as exc:
+            raise anyio.EndOfStream from exc  # the connection ends (a line past the limit ends it too)
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the server answers it as a parse error
+            return exc
+
+    async def aclose(self) -> None:
+        pass  # the connection is closed by its owner
+
+
+@dataclass(eq=False)
+class _Outgoing(anyio.abc.ObjectSendStream[SessionMessage]):
+    """The server's messages, a line each, written by the task that sends them, one at a time."""
+
+    send_line: Callable[[bytes], Awaitable[None]]
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
+
+    async def send(self, item: SessionMessage) -> None:
+        body = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        async with self.lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self.send_line(body)  # else the client left; its calls end with the connection
+
+    async def aclose(self) -> None:
+        pass
 
 
 class HostPipes:

@@ -237,14 +237,27 @@ class HostPipes:
         return self
 
     def __exit__(self, *_: object) -> None:
-        os.close(self._stdin)
-        os.close(self._stdout)
+        for fd in (self._stdin, self._stdout):
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, True)  # as they came: the flag belongs to the pipe end, which others hold too
+            os.close(fd)
 
     async def receive_line(self) -> bytes:
         """The next line without its newline; EndOfStream once the host has closed stdin."""
-        while (end := self._buffer.find(b"\n")) < 0:
+        end = self._buffer.find(b"\n")
+        while end < 0:
             if len(self._buffer) > MESSAGE_MAX_BYTES:
                 raise anyio.DelimiterNotFound(MESSAGE_MAX_BYTES)
+            chunk = await self._read()
+            if (in_chunk := chunk.find(b"\n")) >= 0:  # only the new bytes are searched
+                end = len(self._buffer) + in_chunk
+            self._buffer += chunk
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        return line
+
+    async def _read(self) -> bytes:
+        while True:
             await anyio.wait_readable(self._stdin)
             try:
                 chunk = os.read(self._stdin, PIPE_CHUNK)
@@ -254,10 +267,7 @@ class HostPipes:
                 raise anyio.BrokenResourceError from exc
             if not chunk:
                 raise anyio.EndOfStream
-            self._buffer += chunk
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        return line
+            return chunk
 
     async def send(self, data: bytes) -> None:
         view = memoryview(data)

@@ -100,6 +100,19 @@ def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: 
     assert cli("run", "kept").stdout.splitlines()[-1] == "Out[2]: 'yes'"
 
 
+def test_messages_larger_than_a_pipe_pass_both_ways_through_the_hosts_pipes(cli: Cli) -> None:
+    """The daemon reads and writes the host's pipes itself: a 1 MB cell in, a 300,000-character reply out."""
+
+    async def conversation() -> str:
+        async with _host(cli, "--inline-chars", "400000") as host:
+            _, text = await run(host, f"s = {'x' * 1_000_000!r}\nprint(len(s))\nprint('y' * 300_000)")
+            return text
+
+    text = anyio.run(conversation)
+    assert "1000000" in text
+    assert "y" * 300_000 in text
+
+
 def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_path: Path) -> None:
     """Stdio that the daemon cannot wait on (here a file) stays with the relay, which copies bytes."""
     replies = tmp_path / "replies.jsonl"

@@ -1,8 +1,9 @@
 """The daemon: one per workspace, the owner of its kernel, its records and its clients.
 
 Every client reaches it through its Unix socket (`socket_face`): a host's `warmkernel mcp` is a
-relay that copies bytes, a CLI verb is a short MCP session, `warmkernel serve` asks it to open a
-public Streamable HTTP endpoint for as long as it runs. The daemon advertises itself in a
+relay that hands over the host's stdin and stdout (the daemon serves MCP on them), a CLI verb is
+a short MCP session, `warmkernel serve` asks it to open a public Streamable HTTP endpoint for as
+long as it runs. The daemon advertises itself in a
 descriptor (`discovery`), and lives on when its clients go: it stops on `warmkernel stop`, or by
 itself once it has had no client and no running cell for its `idle_stop` time.
 """

@@ -3,7 +3,7 @@
 A connection opens with a hello, one line of JSON (with the client's version, and in `note` what
 its replies should tell it, e.g. that the versions differ), which the daemon answers with one line:
   {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status", "options": {...}, "serve": {...},
-   "note": TEXT}
+   "note": TEXT, "stdio": "fds"}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
 JSON-RPC message a line. A relay whose stdin and stdout are pipes or sockets (what every host

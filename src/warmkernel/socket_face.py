@@ -157,13 +157,13 @@ class SocketFace:
             for fd in fds:
                 os.close(fd)
             return
-        with HostPipes(*fds) as pipes, anyio.CancelScope() as scope:
-
-            async def relay_gone() -> None:
-                await _closed(buffered)
-                scope.cancel()
-
+        with HostPipes(*fds) as pipes:
             async with anyio.create_task_group() as tg:
+
+                async def relay_gone() -> None:
+                    await _closed(buffered)
+                    tg.cancel_scope.cancel()
+
                 tg.start_soon(relay_gone)
                 await self._serve_mcp(hello, pipes.receive_line, pipes.send)
                 tg.cancel_scope.cancel()
@@ -238,8 +238,8 @@ class HostPipes:
 
     def __exit__(self, *_: object) -> None:
         for fd in (self._stdin, self._stdout):
-            with contextlib.suppress(OSError):
-                os.set_blocking(fd, True)  # as they came: the flag belongs to the pipe end, which others hold too
+            with contextlib.suppress(OSError):  # as they came: others hold the same pipe end
+                os.set_blocking(fd, True)
             os.close(fd)
 
     async def receive_line(self) -> bytes:

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from warmkernel.client import open_socket
 from warmkernel.discovery import Descriptor
+from warmkernel.errors import WarmkernelError
 
 PUMP = Path(__file__).with_name("relay_pump.py")
 
@@ -39,7 +40,12 @@ def relay(descriptor: Descriptor, options: Mapping[str, Any]) -> NoReturn:
     )
     mode = "--pump"
     if answer.get("stdio") == "fds":
-        socket.send_fds(sock, [b"\0"], [0, 1])
+        try:
+            socket.send_fds(sock, [b"\0"], [0, 1])
+        except OSError as exc:
+            raise WarmkernelError(
+                "daemon_error", f"the daemon of {descriptor.workspace} went away during the hello: {exc}"
+            ) from exc
         _let_go_of_stdio()
         mode = "--wait"
     fd = sock.detach()

@@ -185,7 +185,7 @@ def table(trees: dict[str, Path | None], calls: int, starts: int) -> str:
             cells = [f"{_us(cpu[n][0])} + {_us(cpu[n][1])}" for n in names]
             lines.append(f"| CPU per `{tool}` call: daemon + relay | " + " | ".join(cells) + " |")
     spent = start_cpu(trees, starts)
-    cells = [f"{_ms(statistics.median(spent[n]))} (min {_ms(min(spent[n]))})" for n in names]
+    cells = [f"{statistics.median(spent[n]) * 1e3:.0f} ms (min {min(spent[n]) * 1e3:.0f} ms)" for n in names]
     lines.append(f"| daemon CPU from spawn to ready, median of {starts} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,8 +1,10 @@
-"""The relay once connected: copies bytes between the host's stdio and the daemon's socket.
+"""The relay once connected: waits on the daemon's socket, or copies bytes between stdio and it.
 
 `relay.relay` says its hello, then replaces itself (exec) with this file run by a bare
 interpreter (`-S -I`, standard library only), so the process a host keeps for the whole
-conversation holds no more than an interpreter and a socket.
+conversation holds no more than an interpreter and a socket. With `--wait` the daemon serves the
+host's pipes itself and this process only lives as long as the connection; with `--pump` it
+copies each direction.
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ import sys
 import threading
 
 CHUNK = 65_536
+
+
+def wait(sock: socket.socket) -> None:
+    """Until the daemon closes the connection (it has nothing to say on it)."""
+    with contextlib.suppress(OSError):
+        while sock.recv(CHUNK):
+            pass
 
 
 def pump(sock: socket.socket) -> None:
@@ -41,4 +50,4 @@ def _write_all(fd: int, data: bytes) -> None:
 
 if __name__ == "__main__":
     with socket.socket(fileno=int(sys.argv[1])) as connected:
-        pump(connected)
+        (wait if sys.argv[2:] == ["--wait"] else pump)(connected)

@@ -3,11 +3,16 @@
 A connection opens with a hello, one line of JSON (with the client's version, and in `note` what
 its replies should tell it, e.g. that the versions differ), which the daemon answers with one line:
   {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status"|"view", "options": {...},
-   "serve": {...}, "view": {...}, "note": TEXT}
+   "serve": {...}, "view": {...}, "note": TEXT, "stdio": "fds"}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
-JSON-RPC message a line, so a relay only copies bytes. `options` are the client's reply options
-(its kernel options were checked against the daemon's descriptor before it connected).
+JSON-RPC message a line. A relay whose stdin and stdout are pipes or sockets (what every host
+gives it) says `"stdio": "fds"`; a daemon that answers with the same field then takes them
+(SCM_RIGHTS, one byte with the two descriptors) and speaks MCP on the host's pipes itself, so no
+process stands between host and daemon; the connection then carries nothing and only says, by
+closing, that either side is gone. A relay that cannot pass them copies bytes to the socket.
+`options` are the client's reply options (its kernel options were checked against the daemon's
+descriptor before it connected).
 A `status` hello gets the daemon's state and the connection ends; a `serve` hello opens the
 public Streamable HTTP endpoint it names for as long as the connection stays open. A `view` hello
 gets the URL of the daemon's console page (opened on first use, on the endpoint `view` names, and
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +43,7 @@ from warmkernel.named_kernels import Kernels
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
 """The longest MCP message a line may carry (a cell's source, a reply with images)."""
+PIPE_CHUNK = 65_536
 
 REPLY_OPTIONS = frozenset(
     {
@@ -61,6 +68,8 @@ class Hello:
     view: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     """What the client has to be told about itself in its replies, e.g. that its version differs."""
+    stdio: str = ""
+    """"fds": a relay that passes its stdin and stdout, to be served on them."""
 
     @classmethod
     def parse(cls, line: bytes) -> Hello:
@@ -84,6 +93,7 @@ class Hello:
             dict(data.get("serve") or {}),
             dict(data.get("view") or {}),
             str(data.get("note") or ""),
+            str(data.get("stdio") or ""),
         )
 
 
@@ -129,9 +139,14 @@ class SocketFace:
             try:
                 if hello.client == "serve":
                     await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
+                elif hello.stdio == "fds" and isinstance(stream, anyio.abc.UNIXSocketStream):
+                    await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
+                    await self._serve_host_pipes(hello, stream, buffered)
                 else:
                     await _answer(stream, {"ok": True, "version": __version__})
-                    await self._serve_mcp(hello, stream, buffered)
+                    await self._serve_mcp(
+                        hello, lambda: buffered.receive_until(b"\n", MESSAGE_MAX_BYTES), stream.send
+                    )
             finally:
                 self._count(-1)
 
@@ -140,10 +155,36 @@ class SocketFace:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def _serve_mcp(
-        self, hello: Hello, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream
+    async def _serve_host_pipes(
+        self, hello: Hello, stream: anyio.abc.UNIXSocketStream, buffered: BufferedByteReceiveStream
     ) -> None:
-        """MCP over the rest of the connection, one JSON-RPC message a line, until the client closes."""
+        """MCP on the host's stdin and stdout, which the relay passes, until the host or the relay ends."""
+        try:
+            _, fds = await stream.receive_fds(1, 2)
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return
+        with HostPipes(*fds) as pipes:
+            async with anyio.create_task_group() as tg:
+
+                async def relay_gone() -> None:
+                    await _closed(buffered)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(relay_gone)
+                await self._serve_mcp(hello, pipes.receive_line, pipes.send)
+                tg.cancel_scope.cancel()
+
+    async def _serve_mcp(
+        self,
+        hello: Hello,
+        receive_line: Callable[[], Awaitable[bytes]],
+        send: Callable[[bytes], Awaitable[None]],
+    ) -> None:
+        """MCP one JSON-RPC message a line, from `receive_line` and to `send`, until the client closes."""
         server = build_server(
             self.kernels,
             hello.options,
@@ -151,42 +192,103 @@ class SocketFace:
             tell_joined=hello.client != "cli",
             hints="cli" if hello.client == "cli" else "mcp",
         )
-        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+        await server.run(_Incoming(receive_line), _Outgoing(send), server.create_initialization_options())
 
-        async def read() -> None:
-            async with to_server:
-                while True:
-                    try:
-                        line = await buffered.receive_until(b"\n", MESSAGE_MAX_BYTES)
-                    except (
-                        anyio.EndOfStream,
-                        anyio.IncompleteRead,
-                        anyio.BrokenResourceError,
-                        anyio.DelimiterNotFound,  # a message past MESSAGE_MAX_BYTES ends the connection
-                    ):
-                        return
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await to_server.send(exc)
-                        continue
-                    await to_server.send(SessionMessage(message))
 
-        async def write() -> None:
-            async with from_server:
-                async for message in from_server:
-                    body = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    try:
-                        await stream.send(body.encode() + b"\n")
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        return  # the client left; its calls end with the connection
+@dataclass(eq=False)
+class _Incoming(anyio.abc.ObjectReceiveStream[SessionMessage | Exception]):
+    """The client's messages, a line each, parsed in the server's own task (no task in between)."""
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            tg.start_soon(write)
-            await server.run(from_client, to_client, server.create_initialization_options())
-            tg.cancel_scope.cancel()
+    receive_line: Callable[[], Awaitable[bytes]]
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            line = await self.receive_line()
+        except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.DelimiterNotFound) as exc:
+            raise anyio.EndOfStream from exc  # the connection ends (a line past the limit ends it too)
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the server answers it as a parse error
+            return exc
+
+    async def aclose(self) -> None:
+        pass  # the connection is closed by its owner
+
+
+@dataclass(eq=False)
+class _Outgoing(anyio.abc.ObjectSendStream[SessionMessage]):
+    """The server's messages, a line each, written by the task that sends them, one at a time."""
+
+    send_line: Callable[[bytes], Awaitable[None]]
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
+
+    async def send(self, item: SessionMessage) -> None:
+        body = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        async with self.lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self.send_line(body)  # else the client left; its calls end with the connection
+
+    async def aclose(self) -> None:
+        pass
+
+
+class HostPipes:
+    """A host's stdin and stdout, passed by its relay: MCP lines read and written without a copy
+    in between. Non-blocking, so a host that reads slowly never holds the daemon's loop."""
+
+    def __init__(self, stdin: int, stdout: int) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._buffer = bytearray()
+        for fd in (stdin, stdout):
+            os.set_inheritable(fd, False)  # a kernel started later must not hold the host's pipes
+            os.set_blocking(fd, False)
+
+    def __enter__(self) -> HostPipes:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in (self._stdin, self._stdout):
+            with contextlib.suppress(OSError):  # as they came: others hold the same pipe end
+                os.set_blocking(fd, True)
+            os.close(fd)
+
+    async def receive_line(self) -> bytes:
+        """The next line without its newline; EndOfStream once the host has closed stdin."""
+        end = self._buffer.find(b"\n")
+        while end < 0:
+            if len(self._buffer) > MESSAGE_MAX_BYTES:
+                raise anyio.DelimiterNotFound(MESSAGE_MAX_BYTES)
+            chunk = await self._read()
+            if (in_chunk := chunk.find(b"\n")) >= 0:  # only the new bytes are searched
+                end = len(self._buffer) + in_chunk
+            self._buffer += chunk
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        return line
+
+    async def _read(self) -> bytes:
+        while True:
+            await anyio.wait_readable(self._stdin)
+            try:
+                chunk = os.read(self._stdin, PIPE_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not chunk:
+                raise anyio.EndOfStream
+            return chunk
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._stdout, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._stdout)
+            except OSError as exc:  # the host closed its end
+                raise anyio.BrokenResourceError from exc
 
 
 async def _closed(buffered: BufferedByteReceiveStream) -> None:

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -87,14 +88,61 @@ def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: 
         relay.stdin.flush()
     answers = [json.loads(relay.stdout.readline()) for _ in range(2)]
     assert answers[1]["result"]["content"][0]["text"].startswith("In [1]")
+    assert psutil.Process(relay.pid).cmdline()[-1] == "--wait"  # the daemon serves the host's pipes
     if how == "sigterm":
         relay.send_signal(signal.SIGTERM)
     else:
         os.killpg(relay.pid, signal.SIGKILL)
     relay.wait(30)
+    assert relay.stdout.read() == b""  # the daemon let go of the host's stdout with the relay
     relay.stdin.close()
     relay.stdout.close()
     assert cli("run", "kept").stdout.splitlines()[-1] == "Out[2]: 'yes'"
+
+
+def test_messages_larger_than_a_pipe_pass_both_ways_through_the_hosts_pipes(cli: Cli) -> None:
+    """The daemon reads and writes the host's pipes itself: a 1 MB cell in, a 300,000-character reply out."""
+
+    async def conversation() -> str:
+        async with _host(cli, "--inline-chars", "400000") as host:
+            _, text = await run(host, f"s = {'x' * 1_000_000!r}\nprint(len(s))\nprint('y' * 300_000)")
+            return text
+
+    text = anyio.run(conversation)
+    assert "1000000" in text
+    assert "y" * 300_000 in text
+
+
+def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_path: Path) -> None:
+    """Stdio that the daemon cannot wait on (here a file) stays with the relay, which copies bytes."""
+    replies = tmp_path / "replies.jsonl"
+    with (
+        replies.open("wb") as stdout,
+        subprocess.Popen(
+            [sys.executable, "-m", "warmkernel", "mcp"],
+            cwd=cli.workspace,
+            env=cli.env,
+            stdin=subprocess.PIPE,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+        ) as relay,
+    ):
+        assert relay.stdin is not None
+        for message in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _initialize()},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": _run("40 + 2")},
+        ):
+            relay.stdin.write(json.dumps(message).encode() + b"\n")
+            relay.stdin.flush()
+        while len(replies.read_bytes().splitlines()) < 2:
+            assert relay.poll() is None, "the relay ended before it answered"
+            time.sleep(0.05)
+        assert psutil.Process(relay.pid).cmdline()[-1] == "--pump"
+        relay.stdin.close()  # the relay ends with its host's stdin
+    answers = [json.loads(line) for line in replies.read_bytes().splitlines()]
+    assert answers[1]["result"]["content"][0]["text"].splitlines()[-1] == "Out[1]: 42"
+    assert relay.returncode == 0
 
 
 def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) -> None:

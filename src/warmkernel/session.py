@@ -332,7 +332,13 @@ class Session:
                 displays=DisplayLog(spill),
                 client=client,
             )
-            tracker = ExecutionTracker(record, kernel, spawn=self._tg.start_soon, on_finish=self._finished)
+            tracker = ExecutionTracker(
+                record,
+                kernel,
+                spawn=self._tg.start_soon,
+                on_finish=self._finished,
+                chart_timeout_s=self.settings.chart_timeout_s,
+            )
             self._records[number] = record
             self._running = tracker
             inbox: ExecutionTracker | OutputCollector = tracker

@@ -15,6 +15,9 @@ rule below changes what the inline reply shows, never what a read finds.
   first state, one state per interval, and its final state. The inline reply shows only the
   latest written state of each display. An update whose display was shown by an earlier
   execution is shown like a new display.
+- **Widget views** are displays whose id is their model's (`widget:<model id>`): each change of
+  a model they show is an update, and the bundle is a callable that renders the view only
+  when its state is written.
 - **Clears** (`clear_output`): the inline reply shows only what came after the last clear,
   with a note naming the cleared lines. `clear_output(wait=True)` takes effect when the next
   output arrives, as in Jupyter; if none arrives, nothing is cleared.
@@ -22,13 +25,16 @@ rule below changes what the inline reply shows, never what a read finds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from warmkernel.execution.images import ImageStore, StoredImage
-from warmkernel.execution.mime import render_bundle
+from warmkernel.execution.mime import Chart, render_bundle
 from warmkernel.execution.output_log import OutputLog, Spill
+
+Bundle = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+"""A display's MIME bundle, or what makes it when it is written (a widget view renders only then)."""
 
 UPDATE_RECORD_INTERVAL_S = 5.0
 """Least time between two written states of one display while updates keep coming."""
@@ -50,7 +56,7 @@ class _Updatable:
 
     placements: list[Placement]
     written_at: float
-    held: Mapping[str, Any] | None = None
+    held: tuple[Bundle, Chart | None] | None = None
 
 
 class DisplayLog:
@@ -67,19 +73,20 @@ class DisplayLog:
     def show(
         self,
         output: OutputLog,
-        data: Mapping[str, Any],
+        data: Bundle,
         *,
         now: float,
         label: str = "",
         display_id: str | None = None,
         update: bool = False,
+        chart: Chart | None = None,
     ) -> None:
         """Append a bundle's rendering to `result`, or hold an update until it is due."""
         known = self._updatable.get(display_id) if display_id is not None else None
         if update and known is not None and now - known.written_at < UPDATE_RECORD_INTERVAL_S:
-            known.held = data
+            known.held = (data, chart)
             return
-        placement = self._write(output, data, label)
+        placement = self._write(output, data, label, chart)
         if display_id is None:
             return
         if known is None:
@@ -104,12 +111,13 @@ class DisplayLog:
         """The execution ends: write the held final state of every updated display."""
         for known in self._updatable.values():
             if known.held is not None:
-                known.placements.append(self._write(output, known.held, ""))
+                data, chart = known.held
+                known.placements.append(self._write(output, data, "", chart))
                 known.held = None
 
-    def _write(self, output: OutputLog, data: Mapping[str, Any], label: str) -> Placement:
+    def _write(self, output: OutputLog, data: Bundle, label: str, chart: Chart | None) -> Placement:
         self.output_arrived(output)
-        rendering = render_bundle(data)
+        rendering = render_bundle(data() if callable(data) else data, chart)
         first = output.completed_count()
         if rendering.text or rendering.image is None:
             output.append("result", _line(label + rendering.text))

@@ -8,6 +8,7 @@ still the running execution (busy, selected, interruptible), but waits return at
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
@@ -17,6 +18,7 @@ import anyio
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputLog
+from warmkernel.execution.progress import Progress
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 
@@ -67,6 +69,8 @@ class ExecutionRecord:
     """The name of the client that submitted the cell, when it gave one."""
     images_not_kept: int = 0
     """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
+    progress_source: Callable[[], Progress | None] | None = None
+    """Reads the latest progress display (a widget bar or a `\\r` line) when asked: `progress()`."""
     _start: float = field(default_factory=time.monotonic)
     _end: float | None = None
     last_output: float = field(default_factory=time.monotonic)
@@ -90,6 +94,10 @@ class ExecutionRecord:
         if self._end is None:
             return None
         return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), timezone.utc)
+
+    def progress(self) -> Progress | None:
+        """How far the cell got by its latest progress display, if that shows a fraction."""
+        return self.progress_source() if self.progress_source is not None else None
 
     def output_arrived(self) -> None:
         """Output is about to be appended: it restarts the silence, and a waiting clear happens first."""

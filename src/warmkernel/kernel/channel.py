@@ -20,6 +20,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session as JupyterSession
 
+from warmkernel.execution.widgets import WidgetModels
 from warmkernel.types import MsgId
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,25 @@ class Reply:
     user_expressions: Mapping[str, ExpressionValue] = field(default_factory=dict)
 
 
-Event = Stream | Display | Result | Error | Status | ExecuteInput | ClearOutput | InputRequest | Reply
+@dataclass(frozen=True)
+class WidgetChanged:
+    """A comm message of the request opened or changed the widget model `model_id`."""
+
+    model_id: str
+
+
+Event = (
+    Stream
+    | Display
+    | Result
+    | Error
+    | Status
+    | ExecuteInput
+    | ClearOutput
+    | InputRequest
+    | Reply
+    | WidgetChanged
+)
 
 
 class Inbox(Protocol):
@@ -212,6 +231,9 @@ class ZmqTransport:
         target.send(msg)
 
 
+_COMMS = frozenset({"comm_open", "comm_msg", "comm_close"})
+"""Comm messages on IOPub: the channel follows the widget models they carry."""
+
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Event | None]] = {
     "shell": parse_reply,
     "iopub": parse_iopub,
@@ -226,6 +248,8 @@ class KernelChannel:
         self._transport = transport
         self._messages = JupyterSession()  # builds headers; the transport signs or serializes
         self._inboxes: dict[MsgId, Inbox] = {}
+        self.widgets = WidgetModels()
+        """The kernel's widget models, whichever request opened or changed them."""
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Route what the kernel sends until cancelled."""
@@ -234,6 +258,11 @@ class KernelChannel:
     def _route(self, channel: str, msg: Mapping[str, Any]) -> None:
         parent = MsgId((msg.get("parent_header") or {}).get("msg_id", ""))
         inbox = self._inboxes.get(parent)
+        if channel == "iopub" and msg["header"]["msg_type"] in _COMMS:
+            changed = self._follow_comm(msg["header"]["msg_type"], msg["content"])
+            if changed is not None and inbox is not None:
+                inbox.deliver(WidgetChanged(changed))
+            return
         parse = _PARSERS.get(channel)
         if inbox is None or parse is None:
             log.debug("dropping %s on %s for unknown parent %r", msg["header"]["msg_type"], channel, parent)
@@ -241,6 +270,18 @@ class KernelChannel:
         event = parse(msg)
         if event is not None:
             inbox.deliver(event)
+
+    def _follow_comm(self, msg_type: str, content: Mapping[str, Any]) -> str | None:
+        """Keep the widget models up to date; the id of the model that opened or changed, if any."""
+        comm_id = str(content.get("comm_id", ""))
+        data = content.get("data")
+        data = data if isinstance(data, Mapping) else {}
+        if msg_type == "comm_open":
+            return comm_id if self.widgets.open(comm_id, str(content.get("target_name", "")), data) else None
+        if msg_type == "comm_msg":
+            return comm_id if self.widgets.update(comm_id, data) else None
+        self.widgets.close(comm_id)
+        return None
 
     def _send(self, channel: Literal["shell", "stdin"], msg_type: str, content: dict[str, Any]) -> MsgId:
         msg = self._messages.msg(msg_type, content)

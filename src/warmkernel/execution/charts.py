@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -100,22 +101,33 @@ def unavailable(mime: str) -> str | None:
     return None
 
 
+CHART_KINDS = {"Vega/Vega-Lite": "application/vnd.vegalite.v5+json", "SVG": SVG, "Plotly": PLOTLY}
+"""Each kind of chart by name, with a MIME type of it."""
+
+
+def renderers() -> dict[str, str | None]:
+    """Each kind of chart, with why it cannot be drawn here (None: it can)."""
+    return {kind: unavailable(mime) for kind, mime in CHART_KINDS.items()}
+
+
 @cache
 def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-@cache
 def chromium() -> str | None:
-    """The Chrome or Chromium kaleido would use (None without one, or without kaleido)."""
+    """The Chrome or Chromium kaleido would use: `BROWSER_PATH` if set, else one on `PATH` or in
+    a usual place (None without one, or without kaleido). Looked up each time: one may be
+    installed while the server runs."""
     if not _installed("choreographer"):
         return None
     from choreographer.browsers.chromium import Chromium
 
     try:
-        return Chromium.find_browser(skip_local=False)
+        found = Chromium.find_browser(skip_local=False)
     except Exception:  # a search that fails finds nothing
         return None
+    return found if found is not None and os.access(found, os.X_OK) else None
 
 
 async def render_chart(mime: str, value: Any, timeout_s: float = RENDER_TIMEOUT_S) -> Image | str:

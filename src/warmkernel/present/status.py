@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from warmkernel.config import Settings
+from warmkernel.execution.charts import renderers
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import VariableListing
@@ -93,6 +94,8 @@ def status_reply(
         lines.append("busy: no")
     if latest is not None:
         lines.append(f"latest execution: {latest.number} ({latest.state.value})")
+    charts = renderers()
+    lines.append(_charts_line(charts))
     data = {
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
@@ -108,8 +111,18 @@ def status_reply(
         "busy": running is not None,
         "running_execution": running.number if running else None,
         "latest_execution": latest.number if latest else None,
+        "charts": {kind: reason or "drawn as pictures" for kind, reason in charts.items()},
     }
     return Reply("\n".join(lines), data)
+
+
+def _charts_line(charts: dict[str, str | None]) -> str:
+    """Which charts replies show as pictures, and why not the others."""
+    drawn = [kind for kind, reason in charts.items() if reason is None]
+    if not drawn and len(set(charts.values())) == 1:
+        return f"charts as pictures: none ({next(iter(charts.values()))})"
+    missing = "; ".join(f"not {kind}: {reason}" for kind, reason in charts.items() if reason is not None)
+    return f"charts as pictures: {', '.join(drawn) or 'none'}" + (f" ({missing})" if missing else "")
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:

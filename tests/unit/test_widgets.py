@@ -24,7 +24,9 @@ def opened(*widgets: w.Widget) -> WidgetModels:
         if widget.model_id in models:
             continue
         models.open(widget.model_id, WIDGET_TARGET, {"state": widget.get_state(), "buffer_paths": []})
-        pending.extend(value for value in widget.__dict__.get("_trait_values", {}).values() if _is_widget(value))
+        pending.extend(
+            value for value in widget.__dict__.get("_trait_values", {}).values() if _is_widget(value)
+        )
         pending.extend(child for child in getattr(widget, "children", ()) or ())
     return models
 
@@ -156,7 +158,7 @@ def test_a_cycle_of_children_ends() -> None:
 )
 def test_a_progress_line_gives_its_fraction(line: str, expected: tuple[float, float] | None) -> None:
     found = line_progress(line)
-    assert found == (Progress(line, *map(float, expected)) if expected is not None else None)
+    assert found == (Progress(line.strip(), *map(float, expected)) if expected is not None else None)
 
 
 def test_widget_progress_has_the_view_text_on_one_line() -> None:

@@ -141,7 +141,7 @@ class ExecutionTracker:
             self._widget_progress(model_id)
             bundle = partial(self._view_bundle, model_id)
             record.displays.show(
-                record.output, bundle, now=record.last_output, display_id=f"widget:{model_id}"
+                record.output, bundle, now=record.last_output, display_id=f"widget:{model_id}", in_place=True
             )
             return
         found = find_chart(data)

@@ -17,7 +17,8 @@ rule below changes what the inline reply shows, never what a read finds.
   execution is shown like a new display.
 - **Widget views** are displays whose id is their model's (`widget:<model id>`): each change of
   a model they show is an update, and the bundle is a callable that renders the view only
-  when its state is written.
+  when its state is written. They are shown in place: the inline reply shows the latest
+  written state where the first one was written (`moved`).
 - **Clears** (`clear_output`): the inline reply shows only what came after the last clear,
   with a note naming the cleared lines. `clear_output(wait=True)` takes effect when the next
   output arrives, as in Jupyter; if none arrives, nothing is cleared.
@@ -56,6 +57,8 @@ class _Updatable:
 
     placements: list[Placement]
     written_at: float
+    in_place: bool = False
+    """A reply shows the latest state where the first was written (a widget view), not at its own place."""
     held: tuple[Bundle, Chart | None] | None = None
 
 
@@ -80,8 +83,12 @@ class DisplayLog:
         display_id: str | None = None,
         update: bool = False,
         chart: Chart | None = None,
+        in_place: bool = False,
     ) -> None:
-        """Append a bundle's rendering to `result`, or hold an update until it is due."""
+        """Append a bundle's rendering to `result`, or hold an update until it is due.
+
+        `in_place` (given with a display's first state): a reply shows its latest state there.
+        """
         known = self._updatable.get(display_id) if display_id is not None else None
         if update and known is not None and now - known.written_at < UPDATE_RECORD_INTERVAL_S:
             known.held = (data, chart)
@@ -90,7 +97,7 @@ class DisplayLog:
         if display_id is None:
             return
         if known is None:
-            self._updatable[display_id] = _Updatable([placement], now)
+            self._updatable[display_id] = _Updatable([placement], now, in_place)
         else:
             known.placements.append(placement)
             known.written_at, known.held = now, None
@@ -133,11 +140,24 @@ class DisplayLog:
         """Written states that a later state of the same display replaced."""
         return [old for known in self._updatable.values() for old in known.placements[:-1]]
 
+    def moved(self) -> dict[int, range]:
+        """For each display shown in place: the first line of its first state, and the combined
+        lines of its latest state, which a reply shows there instead."""
+        return {
+            known.placements[0].first: range(known.placements[-1].first, known.placements[-1].end)
+            for known in self._updatable.values()
+            if known.in_place and len(known.placements) > 1
+        }
+
     def hidden_lines(self) -> frozenset[int]:
-        """Combined lines an inline reply leaves out: replaced states, and the repr of each image."""
+        """Combined lines an inline reply leaves out: replaced states, the latest state of a display
+        shown in place (it moves to the first one's place), and the repr of each image."""
         hidden: set[int] = set()
         for old in self._superseded():
             hidden.update(range(old.first, old.end))
+        for first, latest in self.moved().items():
+            hidden.discard(first)
+            hidden.update(latest)
         for placement in self._placements:
             if placement.image is not None:
                 hidden.update(range(placement.first, placement.end - 1))

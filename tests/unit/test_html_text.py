@@ -71,7 +71,8 @@ def test_a_multiindex_frame_lines_up_under_its_headers() -> None:
 
 
 def test_a_styled_frame_reads_like_the_frame() -> None:
-    styled = multiindex_frame().style.highlight_max().format("{:.1f}").to_html()
+    styler = multiindex_frame().style.highlight_max()
+    styled = styler.format("{:.1f}").to_html()  # pyright: ignore[reportAttributeAccessIssue]
     lines = html_text(styled).splitlines()
     assert "color" not in html_text(styled)  # the <style> block is not text
     assert lines[0].split("|")[2].strip() == "A"

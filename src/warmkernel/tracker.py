@@ -80,6 +80,8 @@ class ExecutionTracker:
         self._views: set[str] = set()
         """Root models of the widget views this execution displayed."""
         self._view_texts: dict[str, str] = {}
+        self._progress_view: str | None = None
+        """The widget view that is the latest progress display, if one is."""
 
     def deliver(self, event: Event) -> None:
         if self.record.state.finished:
@@ -207,15 +209,18 @@ class ExecutionTracker:
         return {"text/plain": self._view_texts.get(root, "")}
 
     def _widget_progress(self, root: str) -> None:
+        """A view with a bar becomes the latest progress display (unless it already is)."""
         widgets = self.kernel.channel.widgets
-        if widgets.fraction(root) is not None:
+        if self._progress_view != root and widgets.fraction(root) is not None:
             self.record.progress_source = partial(widget_progress, widgets, root)
+            self._progress_view = root
 
     def _progress_line(self, text: str) -> None:
         """A `\\r` redraw: its latest line is the progress display if it shows a fraction."""
         line = text.rstrip("\n").rsplit("\r", 1)[-1]
         if line_progress(line) is not None:
             self.record.progress_source = partial(line_progress, line)
+            self._progress_view = None
 
     async def _ask_input(self, prompt: InputPrompt, interrupts: int) -> None:
         await anyio.sleep(self._input_settle_s)

@@ -91,3 +91,15 @@ async def test_a_chart_not_drawn_in_time_is_the_note_with_the_reason(fresh_clien
 
 def text_of_content(content: list[types.ContentBlock]) -> str:
     return text_of(types.CallToolResult(content=content))
+
+
+async def test_a_bokeh_plot_is_named_not_dumped(memory_client: Client) -> None:
+    content = await run_content(
+        memory_client,
+        f"{WAIT}from bokeh.io import output_notebook, show\nfrom bokeh.plotting import figure\n"
+        "output_notebook(hide_banner=True)\np = figure(title='sales')\np.line([1, 2, 3], [4, 6, 5])\nshow(p)",
+    )
+    lines = body(text_of_content(content))
+    assert all(line.startswith("[display: ") for line in lines), lines
+    assert any("application/vnd.bokehjs_exec.v0+json" in line for line in lines), lines
+    assert "Bokeh.embed" not in "\n".join(lines)

@@ -233,14 +233,16 @@ class ZmqTransport:
 
     async def _read_iopub(self, route: Route) -> None:
         """IOPub carries the floods (prints, widget updates), so waking up is what costs most.
-        Each wake-up takes every message already waiting, up to `_IOPUB_BATCH`; while messages
-        come more often than every `_IOPUB_STREAMING_S`, the next wake-up waits
-        `_IOPUB_GATHER_S` (a lone message is read at once). A message is unpacked without
-        jupyter_client's parsing of header dates, which nothing here reads."""
+        Each wake-up takes every message already waiting, up to `_IOPUB_BATCH`; once
+        `_IOPUB_STREAK` wake-ups in a row found several messages or came less than
+        `_IOPUB_STREAMING_S` apart, the next one waits `_IOPUB_GATHER_S` (the few messages of an
+        ordinary cell are read at once). A
+        message is unpacked without jupyter_client's parsing of header dates, which nothing
+        here reads."""
         socket = self._client.iopub_channel.socket
         waiting = zmq.Socket.shadow(socket.underlying)
         session = self._client.session
-        woke = 0.0
+        woke, streak = 0.0, 0
         while True:
             batch: list[list[bytes]] = [await socket.recv_multipart()]
             with contextlib.suppress(zmq.Again):
@@ -250,8 +252,10 @@ class ZmqTransport:
                 msg = _unpack(session, frames)
                 if msg is not None:
                     route("iopub", msg)
-            now, woke = woke, time.monotonic()
-            if len(batch) < _IOPUB_BATCH and woke - now < _IOPUB_STREAMING_S:
+            previous, woke = woke, time.monotonic()
+            streaming = len(batch) > 1 or woke - previous < _IOPUB_STREAMING_S  # more came meanwhile
+            streak = streak + 1 if streaming else 0
+            if streak >= _IOPUB_STREAK and len(batch) < _IOPUB_BATCH:
                 await anyio.sleep(_IOPUB_GATHER_S)  # messages keep coming: let a few gather
             else:
                 await anyio.lowlevel.checkpoint()  # a flood never holds the event loop
@@ -264,6 +268,7 @@ class ZmqTransport:
 _IOPUB_BATCH = 256
 """Most IOPub messages taken in one wake-up of the event loop (a full batch never waits)."""
 _IOPUB_STREAMING_S = 0.005
+_IOPUB_STREAK = 8
 _IOPUB_GATHER_S = 0.02
 """What a message arriving within a stream of them can be delayed by: 10,000 widget updates in
 10 s then wake the server about 50 times a second, not 1,000."""

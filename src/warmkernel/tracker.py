@@ -15,7 +15,14 @@ from typing import Any
 
 import anyio
 
-from warmkernel.execution.charts import RENDER_TIMEOUT_S, Found, find_chart, render_chart, unavailable
+from warmkernel.execution.charts import (
+    RENDER_TIMEOUT_S,
+    Found,
+    find_chart,
+    render_chart,
+    timed_out,
+    unavailable,
+)
 from warmkernel.execution.mime import Chart
 from warmkernel.execution.progress import line_progress, widget_progress
 from warmkernel.execution.record import ExecutionRecord, InputPrompt
@@ -75,6 +82,8 @@ class ExecutionTracker:
         self._reply: Reply | None = None
         self._idle = False
         self._chart_timeout_s = chart_timeout_s
+        self._too_slow = ""
+        """Set once a chart of this execution was not drawn in time: the later ones are not tried."""
         self._queued: list[Event] | None = None
         """Events that arrived while a chart was drawn (None: no chart is being drawn)."""
         self._views: set[str] = set()
@@ -147,7 +156,7 @@ class ExecutionTracker:
             )
             return
         found = find_chart(data)
-        reason = unavailable(found.mime) if found is not None else None
+        reason = (self._too_slow or unavailable(found.mime)) if found is not None else None
         if found is None or reason is not None:
             chart = Chart(found.source, reason) if found is not None and reason is not None else None
             record.displays.show(
@@ -168,6 +177,8 @@ class ExecutionTracker:
     ) -> None:
         """Draw the chart, write its display, then handle what arrived meanwhile, in order."""
         picture = await render_chart(found.mime, found.value, self._chart_timeout_s)
+        if isinstance(picture, str) and picture == timed_out(self._chart_timeout_s):
+            self._too_slow = f"not drawn: an earlier chart of this cell {picture.removeprefix('rendering ')}"
         record = self.record
         if record.state.finished:  # the kernel died or was killed meanwhile
             return

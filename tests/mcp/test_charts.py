@@ -79,14 +79,18 @@ async def test_without_a_browser_a_plotly_figure_is_a_note_that_says_so(
 async def test_a_chart_not_drawn_in_time_is_the_note_with_the_reason(fresh_client: FreshClient) -> None:
     async with fresh_client(chart_timeout_s=0.001) as client:
         content = await run_content(
-            client, f"{ALTAIR}\nfrom IPython.display import display\ndisplay({ALTAIR_CHART})\nprint('after')"
+            client,
+            f"{ALTAIR}\nfrom IPython.display import display\n"
+            f"display({ALTAIR_CHART})\ndisplay({ALTAIR_CHART})\nprint('after')",
         )
     assert not images(content)
     lines = body(text_of_content(content))
     assert lines[0] == "alt.Chart(...)"
     assert lines[1].startswith("[display: text/html ")
     assert lines[1].endswith(" bytes: rendering took longer than 0.001 s]")
-    assert lines[2:] == ["after"]  # what came after the chart waited for it
+    assert lines[2] == "alt.Chart(...)"  # a later chart of the cell is not tried
+    assert lines[3].endswith(" bytes: not drawn: an earlier chart of this cell took longer than 0.001 s]")
+    assert lines[4:] == ["after"]  # what came after the charts waited for them
 
 
 def text_of_content(content: list[types.ContentBlock]) -> str:

@@ -143,11 +143,16 @@ async def render_chart(mime: str, value: Any, timeout_s: float = RENDER_TIMEOUT_
                 draw = _vega(mime) if mime != SVG else _svg
                 png = await anyio.to_thread.run_sync(_readable, draw, value, abandon_on_cancel=True)
     except TimeoutError:
-        return f"rendering took longer than {timeout_s:g} s"
+        return timed_out(timeout_s)
     except Exception as exc:
         return f"rendering failed: {_first_line(exc)}"
     image = decode_png(png)
     return image if image is not None else "the renderer returned no PNG"
+
+
+def timed_out(timeout_s: float) -> str:
+    """The reason a chart not drawn within `timeout_s` gives."""
+    return f"rendering took longer than {timeout_s:g} s"
 
 
 _Draw = Callable[[Any, float], bytes]

@@ -51,6 +51,8 @@ class Settings:
     """Larger images are not shown inline; they are named with the call that reads them."""
     progress_interval_s: float = 5.0
     """While a tool waits for a cell, a progress notification goes out this often (if the client asked)."""
+    chart_timeout_s: float = 10.0
+    """A chart (Vega, Vega-Lite, SVG, Plotly) not drawn as a picture within this is shown as a note."""
     spare_kernels: int = 0
     """Fresh local kernels kept started in the background, so a reset swaps one in at once."""
     max_cell_output_bytes: int = 1_000_000_000

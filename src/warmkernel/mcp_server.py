@@ -156,7 +156,8 @@ async def _wait(
     timeout_s: float,
     silence_s: float | None,
 ) -> WaitEnd:
-    """Wait on the record, telling a client that asked for progress how it goes every few seconds.
+    """Wait on the record, telling a client that asked for progress how it goes every few seconds:
+    `progress` of `total` from the cell's latest progress bar when it has one, else seconds elapsed.
 
     Some hosts drop a call that stays quiet for a minute; each notification resets their timer.
     `report_progress` sends nothing when the client gave no progress token.
@@ -165,9 +166,9 @@ async def _wait(
     async def report() -> None:
         while True:
             await anyio.sleep(conn.settings.progress_interval_s)
-            await ctx.session.report_progress(  # the MCP session of this client
-                record.elapsed(), None, progress_message(record)
-            )
+            shown = record.progress()  # a bar's fraction when the cell shows one, else elapsed seconds
+            done, total = (shown.done, shown.total) if shown is not None else (record.elapsed(), None)
+            await ctx.session.report_progress(done, total, progress_message(record))  # this client's session
 
     waited: WaitEnd | None = None
     async with anyio.create_task_group() as tg:

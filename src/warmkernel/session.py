@@ -441,6 +441,7 @@ class Session:
                 spawn=self._tg.start_soon,
                 on_finish=self._finished,
                 max_output_bytes=self.settings.max_cell_output_bytes,
+                chart_timeout_s=self.settings.chart_timeout_s,
             )
             self._records[number] = record
             self._running = tracker

@@ -10,14 +10,25 @@ It talks back to the session only through the callbacks it was built with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
 
 from warmkernel.config import Settings
+from warmkernel.execution.charts import (
+    RENDER_TIMEOUT_S,
+    Found,
+    find_chart,
+    render_chart,
+    timed_out,
+    unavailable,
+)
+from warmkernel.execution.mime import Chart
+from warmkernel.execution.progress import line_progress, widget_progress
 from warmkernel.execution.record import ExecutionRecord, InputPrompt
+from warmkernel.execution.widgets import WIDGET_VIEW
 from warmkernel.kernel.base import Kernel
 from warmkernel.kernel.channel import (
     ClearOutput,
@@ -30,6 +41,7 @@ from warmkernel.kernel.channel import (
     Result,
     Status,
     Stream,
+    WidgetChanged,
 )
 from warmkernel.present.execution import output_cap_marker, output_cap_reason
 from warmkernel.types import ExecutionState, MsgId
@@ -59,6 +71,7 @@ class ExecutionTracker:
         input_settle_s: float = INPUT_SETTLE_S,
         foreign: bool = False,
         max_output_bytes: int = Settings.max_cell_output_bytes,
+        chart_timeout_s: float = RENDER_TIMEOUT_S,
     ) -> None:
         self.record = record
         self.kernel = kernel
@@ -76,26 +89,42 @@ class ExecutionTracker:
         self._foreign = foreign
         self._max_output_bytes = max_output_bytes
         self._output_bytes = 0
+        self._chart_timeout_s = chart_timeout_s
+        self._too_slow = ""
+        """Set once a chart of this execution was not drawn in time: the later ones are not tried."""
+        self._queued: list[Event] | None = None
+        """Events that arrived while a chart was drawn (None: no chart is being drawn)."""
+        self._views: set[str] = set()
+        """Root models of the widget views this execution displayed."""
+        self._view_texts: dict[str, str] = {}
+        self._progress_view: str | None = None
+        """The widget view that is the latest progress display, if one is."""
 
     def deliver(self, event: Event) -> None:
-        record = self.record
-        if record.state.finished:
+        if self.record.state.finished:
             return
+        if self._queued is not None:  # a chart is being drawn: what follows waits its turn
+            self._queued.append(event)
+            return
+        self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        record = self.record
         if self._over_output_cap(event):
             return
         match event:
             case Stream(name=name, text=text):
                 record.output_arrived()
                 record.output.append(name, text)
+                if "\r" in text:
+                    self._progress_line(text)
             case Result(data=data):
-                record.output_arrived()
-                label = f"Out[{record.number}]: "
-                record.displays.show(record.output, data, now=record.last_output, label=label)
+                self._show(data, label=f"Out[{record.number}]: ")
             case Display(data=data, update=update, display_id=display_id):
+                self._show(data, display_id=display_id, update=update)
+            case WidgetChanged(model_id=model_id):
                 record.output_arrived()
-                record.displays.show(
-                    record.output, data, now=record.last_output, display_id=display_id, update=update
-                )
+                self._widget_changed(model_id)
             case Error(ename=ename, evalue=evalue, traceback=traceback):
                 record.output_arrived()
                 record.error_name, record.error_value = ename, evalue
@@ -121,7 +150,7 @@ class ExecutionTracker:
                 self._reply = reply
             case Status():
                 pass
-        if self._reply is not None and self._idle:
+        if self._reply is not None and self._idle and not record.state.finished:
             self.finish(_state_of(self._reply, self._interrupt_requested))
 
     def _over_output_cap(self, event: Event) -> bool:
@@ -150,6 +179,101 @@ class ExecutionTracker:
             record.output.append("stderr", output_cap_marker(self._max_output_bytes))
         record.output_dropped_bytes += size
         return True
+
+    def _show(
+        self, data: Mapping[str, Any], *, label: str = "", display_id: str | None = None, update: bool = False
+    ) -> None:
+        """Write a display: a widget view as its text, a chart once drawn (events after it wait)."""
+        record = self.record
+        record.output_arrived()
+        view = data.get(WIDGET_VIEW)
+        model_id = str(view.get("model_id", "")) if isinstance(view, Mapping) else ""
+        widgets = self.kernel.channel.widgets
+        if model_id in widgets:
+            self._views.add(model_id)
+            self._widget_progress(model_id)
+            bundle = partial(self._view_bundle, model_id)
+            record.displays.show(
+                record.output, bundle, now=record.last_output, display_id=f"widget:{model_id}", in_place=True
+            )
+            return
+        found = find_chart(data)
+        reason = (self._too_slow or unavailable(found.mime)) if found is not None else None
+        if found is None or reason is not None:
+            chart = Chart(found.source, reason) if found is not None and reason is not None else None
+            record.displays.show(
+                record.output,
+                data,
+                now=record.last_output,
+                label=label,
+                display_id=display_id,
+                update=update,
+                chart=chart,
+            )
+            return
+        self._queued = []
+        self._spawn(partial(self._draw, data, found, label, display_id, update))
+
+    async def _draw(
+        self, data: Mapping[str, Any], found: Found, label: str, display_id: str | None, update: bool
+    ) -> None:
+        """Draw the chart, write its display, then handle what arrived meanwhile, in order."""
+        picture = await render_chart(found.mime, found.value, self._chart_timeout_s)
+        if isinstance(picture, str) and picture == timed_out(self._chart_timeout_s):
+            self._too_slow = f"not drawn: an earlier chart of this cell {picture.removeprefix('rendering ')}"
+        record = self.record
+        if record.state.finished:  # the kernel died or was killed meanwhile
+            return
+        record.displays.show(
+            record.output,
+            data,
+            now=record.last_output,
+            label=label,
+            display_id=display_id,
+            update=update,
+            chart=Chart(found.source, picture),
+        )
+        waiting, self._queued = self._queued or [], None
+        for at, event in enumerate(waiting):
+            if record.state.finished:
+                return
+            self._handle(event)
+            if self._queued is not None:  # another chart: the rest waits for it too
+                self._queued.extend(waiting[at + 1 :])
+                return
+
+    def _widget_changed(self, model_id: str) -> None:
+        """A model changed: every view of this execution that shows it is updated."""
+        record = self.record
+        widgets = self.kernel.channel.widgets
+        for root in self._views:
+            if widgets.contains(root, model_id):
+                self._widget_progress(root)
+                bundle = partial(self._view_bundle, root)
+                record.displays.show(
+                    record.output, bundle, now=record.last_output, display_id=f"widget:{root}", update=True
+                )
+
+    def _view_bundle(self, root: str) -> Mapping[str, Any]:
+        """A widget view's text now; once its model is closed, the text it last had."""
+        widgets = self.kernel.channel.widgets
+        if root in widgets:
+            self._view_texts[root] = widgets.render(root)
+        return {"text/plain": self._view_texts.get(root, "")}
+
+    def _widget_progress(self, root: str) -> None:
+        """A view with a bar becomes the latest progress display (unless it already is)."""
+        widgets = self.kernel.channel.widgets
+        if self._progress_view != root and widgets.fraction(root) is not None:
+            self.record.progress_source = partial(widget_progress, widgets, root)
+            self._progress_view = root
+
+    def _progress_line(self, text: str) -> None:
+        """A `\\r` redraw: its latest line is the progress display if it shows a fraction."""
+        line = text.rstrip("\n").rsplit("\r", 1)[-1]
+        if line_progress(line) is not None:
+            self.record.progress_source = partial(line_progress, line)
+            self._progress_view = None
 
     async def _ask_input(self, prompt: InputPrompt, interrupts: int) -> None:
         await anyio.sleep(self._input_settle_s)

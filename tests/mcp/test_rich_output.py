@@ -161,17 +161,17 @@ async def test_html_only_display_becomes_readable_text(client: Client) -> None:
         "display(HTML('<h3>Report</h3><style>td {color: red}</style><table>"
         "<tr><th>name</th><th>n</th></tr><tr><td>a &amp; b</td><td>1</td></tr></table>'))",
     )
-    assert body(text) == ["Report", "name | n", "a & b | 1"]
+    assert body(text) == ["Report", "name  | n", "------|--", "a & b | 1"]
 
 
-async def test_markdown_latex_json_are_text_and_svg_is_a_note(client: Client) -> None:
+async def test_markdown_latex_json_are_text_and_svg_is_a_picture(client: Client) -> None:
     _, text = await run(
         client,
         "from IPython.display import JSON, SVG, Latex, Markdown, display\n"
         "display(Markdown('# Title'), Latex('$x^2$'), JSON({'a': [1, 2]}))\n"
         "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))",
     )
-    assert [re.sub(r"\d+ bytes", "K bytes", line) for line in body(text)] == [
+    assert [re.sub(r"[\d,]+ bytes", "K bytes", line) for line in body(text)] == [
         "# Title",
         "$x^2$",
         "{",
@@ -180,7 +180,7 @@ async def test_markdown_latex_json_are_text_and_svg_is_a_note(client: Client) ->
         "    2",
         "  ]",
         "}",
-        "[display: image/svg+xml K bytes]",
+        "[image 1: image/png 800x800, K bytes]",  # an SVG without a size is drawn 100x100, then scaled
     ]
 
 

@@ -24,13 +24,15 @@ def combined(output: OutputLog) -> list[str]:
 
 def shown(log: DisplayLog, output: OutputLog) -> list[str]:
     """What an inline reply keeps: after the last clear, without hidden lines, captions marked."""
-    hidden, captions = log.hidden_lines(), log.captions()
+    hidden, captions, moved = log.hidden_lines(), log.captions(), log.moved()
     lines = combined(output)
-    return [
-        f"{line} <picture {captions[index].ordinal}>" if index in captions else line
-        for index, line in enumerate(lines)
-        if index >= log.cleared_before and index not in hidden
-    ]
+    kept: list[int] = []
+    for index in range(log.cleared_before, len(lines)):
+        if index in moved:  # shown in place: the latest state stands here
+            kept.extend(moved[index])
+        elif index not in hidden:
+            kept.append(index)
+    return [f"{lines[i]} <picture {captions[i].ordinal}>" if i in captions else lines[i] for i in kept]
 
 
 def test_image_caption_follows_its_repr_and_stands_for_it_inline() -> None:
@@ -82,6 +84,27 @@ def test_an_update_due_after_the_interval_is_written_when_it_arrives() -> None:
     log.settle(output)
     assert combined(output) == ["a", "c"]
     assert shown(log, output) == ["c"]
+
+
+def test_a_display_shown_in_place_shows_its_latest_state_where_it_first_was() -> None:
+    output, log = OutputLog(), DisplayLog()
+    calls: list[str] = []
+
+    def view(text: str) -> dict[str, str]:
+        calls.append(text)
+        return {"text/plain": text}
+
+    log.show(output, lambda: view("bar 0%\nrow 2"), now=0, display_id="widget:1", in_place=True)
+    output.append("stdout", "between\n")
+    for step in range(1, 50):
+        log.show(
+            output, lambda step=step: view(f"bar {step}%"), now=step / 10, display_id="widget:1", update=True
+        )
+    output.append("stdout", "after\n")
+    log.settle(output)
+    assert calls == ["bar 0%\nrow 2", "bar 49%"]  # a held state is rendered only when written
+    assert combined(output) == ["bar 0%", "row 2", "between", "after", "bar 49%"]
+    assert shown(log, output) == ["bar 49%", "between", "after"]
 
 
 def test_an_update_of_a_display_from_an_earlier_execution_is_shown_as_new() -> None:

@@ -170,7 +170,7 @@ def test_bundles_render_to_text_and_image(bundle: dict[str, Any], expected: Rend
         pytest.param(
             "<table><thead><tr><th></th><th>a</th></tr></thead>"
             "<tbody><tr><th>0</th><td>1</td></tr>\n<tr><th>1</th><td>2<br>3</td></tr></tbody></table>",
-            " | a\n0 | 1\n1 | 2 3",
+            "  | a\n--|----\n0 | 1\n1 | 2 3",
             id="table rows",
         ),
         pytest.param("<table><tr><td>x<td>y</table>after", "x | y\nafter", id="unclosed cells"),

@@ -19,6 +19,7 @@ import pytest
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import (
+    Display,
     Error,
     Event,
     ExecuteInput,
@@ -241,3 +242,47 @@ async def test_a_password_is_never_written_to_the_output(cell: Cell) -> None:
         await cell.record.wait(5)
     cell.tracker.answer("hunter2")
     assert cell.lines() == ["secret: "]
+
+
+def iopub(cell: Cell, msg_type: str, content: Mapping[str, Any]) -> None:
+    """An IOPub message of the cell's request, routed by the kernel's real channel."""
+    message = {"header": {"msg_type": msg_type}, "parent_header": {"msg_id": cell.tracker.msg_id}}
+    cell.kernel.channel._route("iopub", {**message, "content": content})  # pyright: ignore[reportPrivateUsage]
+
+
+BAR_STATE = {"_model_name": "IntProgressModel", "value": 0, "min": 0, "max": 200, "description": "epochs"}
+
+
+async def test_a_widget_view_follows_its_model_and_is_the_progress_display(cell: Cell) -> None:
+    cell.deliver(ExecuteInput())
+    iopub(
+        cell, "comm_open", {"comm_id": "bar", "target_name": "jupyter.widget", "data": {"state": BAR_STATE}}
+    )
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": "bar"}, "text/plain": "IntProgress()"}
+    iopub(cell, "display_data", {"data": view, "transient": {}})
+    quiet_since = cell.record.last_output
+    for value in range(1, 121):
+        iopub(cell, "comm_msg", {"comm_id": "bar", "data": {"method": "update", "state": {"value": value}}})
+    assert cell.record.last_output > quiet_since  # an update is output, for --silence
+    progress = cell.record.progress()
+    assert progress is not None and (progress.done, progress.total) == (120, 200)
+    assert progress.line == "epochs  60%|██████    | 120/200"
+    cell.deliver(ok(), Status("idle"))
+    assert cell.lines() == ["epochs   0%|          | 0/200", "epochs  60%|██████    | 120/200"]
+
+
+async def test_a_chart_is_drawn_before_what_came_after_it(cell: Cell) -> None:
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="50"><rect width="100" height="50"/>'
+    svg += "</svg>"
+    cell.deliver(
+        ExecuteInput(),
+        Stream("stdout", "before\n"),
+        Display({"image/svg+xml": svg}),
+        Stream("stdout", "after\n"),
+        ok(),
+        Status("idle"),
+    )
+    await cell.done()
+    assert cell.lines()[0] == "before"
+    assert cell.lines()[1].startswith("[image 1: image/png 800x400, ")
+    assert cell.lines()[2:] == ["after"]

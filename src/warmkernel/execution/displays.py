@@ -15,6 +15,10 @@ rule below changes what the inline reply shows, never what a read finds.
   first state, one state per interval, and its final state. The inline reply shows only the
   latest written state of each display. An update whose display was shown by an earlier
   execution is shown like a new display.
+- **Widget views** are displays whose id is their model's (`widget:<model id>`): each change of
+  a model they show is an update, and the bundle is a callable that renders the view only
+  when its state is written. They are shown in place: the inline reply shows the latest
+  written state where the first one was written (`moved`).
 - **Clears** (`clear_output`): the inline reply shows only what came after the last clear,
   with a note naming the cleared lines. `clear_output(wait=True)` takes effect when the next
   output arrives, as in Jupyter; if none arrives, nothing is cleared.
@@ -22,13 +26,16 @@ rule below changes what the inline reply shows, never what a read finds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from warmkernel.execution.images import ImageStore, StoredImage
-from warmkernel.execution.mime import render_bundle
+from warmkernel.execution.mime import Chart, render_bundle
 from warmkernel.execution.output_log import OutputLog, Spill
+
+Bundle = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+"""A display's MIME bundle, or what makes it when it is written (a widget view renders only then)."""
 
 UPDATE_RECORD_INTERVAL_S = 5.0
 """Least time between two written states of one display while updates keep coming."""
@@ -50,7 +57,9 @@ class _Updatable:
 
     placements: list[Placement]
     written_at: float
-    held: Mapping[str, Any] | None = None
+    in_place: bool = False
+    """A reply shows the latest state where the first was written (a widget view), not at its own place."""
+    held: tuple[Bundle, Chart | None] | None = None
 
 
 class DisplayLog:
@@ -67,23 +76,28 @@ class DisplayLog:
     def show(
         self,
         output: OutputLog,
-        data: Mapping[str, Any],
+        data: Bundle,
         *,
         now: float,
         label: str = "",
         display_id: str | None = None,
         update: bool = False,
+        chart: Chart | None = None,
+        in_place: bool = False,
     ) -> None:
-        """Append a bundle's rendering to `result`, or hold an update until it is due."""
+        """Append a bundle's rendering to `result`, or hold an update until it is due.
+
+        `in_place` (given with a display's first state): a reply shows its latest state there.
+        """
         known = self._updatable.get(display_id) if display_id is not None else None
         if update and known is not None and now - known.written_at < UPDATE_RECORD_INTERVAL_S:
-            known.held = data
+            known.held = (data, chart)
             return
-        placement = self._write(output, data, label)
+        placement = self._write(output, data, label, chart)
         if display_id is None:
             return
         if known is None:
-            self._updatable[display_id] = _Updatable([placement], now)
+            self._updatable[display_id] = _Updatable([placement], now, in_place)
         else:
             known.placements.append(placement)
             known.written_at, known.held = now, None
@@ -104,12 +118,13 @@ class DisplayLog:
         """The execution ends: write the held final state of every updated display."""
         for known in self._updatable.values():
             if known.held is not None:
-                known.placements.append(self._write(output, known.held, ""))
+                data, chart = known.held
+                known.placements.append(self._write(output, data, "", chart))
                 known.held = None
 
-    def _write(self, output: OutputLog, data: Mapping[str, Any], label: str) -> Placement:
+    def _write(self, output: OutputLog, data: Bundle, label: str, chart: Chart | None) -> Placement:
         self.output_arrived(output)
-        rendering = render_bundle(data)
+        rendering = render_bundle(data() if callable(data) else data, chart)
         first = output.completed_count()
         if rendering.text or rendering.image is None:
             output.append("result", _line(_labelled(label, rendering.text)))
@@ -130,11 +145,24 @@ class DisplayLog:
         replaced = set(self._superseded())
         return [(placement, placement in replaced) for placement in self._placements]
 
+    def moved(self) -> dict[int, range]:
+        """For each display shown in place: the first line of its first state, and the combined
+        lines of its latest state, which a reply shows there instead."""
+        return {
+            known.placements[0].first: range(known.placements[-1].first, known.placements[-1].end)
+            for known in self._updatable.values()
+            if known.in_place and len(known.placements) > 1
+        }
+
     def hidden_lines(self) -> frozenset[int]:
-        """Combined lines an inline reply leaves out: replaced states, and the repr of each image."""
+        """Combined lines an inline reply leaves out: replaced states, the latest state of a display
+        shown in place (it moves to the first one's place), and the repr of each image."""
         hidden: set[int] = set()
         for old in self._superseded():
             hidden.update(range(old.first, old.end))
+        for first, latest in self.moved().items():
+            hidden.discard(first)
+            hidden.update(latest)
         for placement in self._placements:
             if placement.image is not None:
                 hidden.update(range(placement.first, placement.end - 1))

@@ -73,6 +73,12 @@ def decode_image(mime: str, value: object) -> Image | str:
     return Image(mime, data, *facts)
 
 
+def decode_png(data: bytes) -> Image | None:
+    """PNG bytes a renderer made, as an image; None when they are not a PNG."""
+    facts = _png(data)
+    return Image("image/png", data, *facts) if facts is not None else None
+
+
 _Pixels = tuple[int | None, int | None]
 
 

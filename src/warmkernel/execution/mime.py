@@ -7,9 +7,12 @@ One bundle gives one `Rendering`: its text for the `result` stream, and at most 
   1 Axes>`); replies show the image in its place.
 - Otherwise text/plain wins unless it is only a default object repr (`<IPython.core.display.HTML
   object>`); then text/markdown or text/latex as written, application/json pretty-printed,
-  text/html as readable text (tags stripped, table rows kept as rows, cells joined by ` | `).
-- Anything else (SVG, widgets, vendor JSON, an animated GIF) is a one-line note naming each
-  MIME type with its size.
+  text/html as readable text (`html_text`: tables laid out, links with their URL).
+- A chart (Vega, Vega-Lite, SVG, Plotly) drawn as a picture by the server (`charts`) is an
+  image like the others; one that could not be drawn gets a note that says why (after a
+  text/plain that is more than a default repr).
+- Anything else (widgets, vendor JSON, an animated GIF, a Bokeh bundle) is a one-line note
+  naming each MIME type with its size.
 """
 
 from __future__ import annotations
@@ -18,13 +21,22 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
 
+from warmkernel.execution.html_text import html_text
 from warmkernel.execution.images import IMAGE_TYPES, Image, decode_image
 
 _DEFAULT_REPR = re.compile(r"<[\w.]+ object(?: at 0x[0-9a-fA-F]+)?>")
 """What `object.__repr__` prints: says nothing a model can use."""
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A bundle's chart and its `picture`, or why it has none."""
+
+    source: str
+    """The bundle entry the chart came from: its own MIME type, or text/html that embeds it."""
+    picture: Image | str
 
 
 @dataclass(frozen=True)
@@ -34,8 +46,12 @@ class Rendering:
     image: Image | None = None
 
 
-def render_bundle(data: Mapping[str, Any]) -> Rendering:
-    """The text and image of one display_data or execute_result bundle."""
+def render_bundle(data: Mapping[str, Any], chart: Chart | None = None) -> Rendering:
+    """The text and image of one display_data or execute_result bundle.
+
+    `chart` is what became of the bundle's chart (`charts.chart_type`): its picture, or why
+    there is none, which the chart's note then says.
+    """
     plain = _text(data.get("text/plain"))
     refusals: dict[str, str] = {}
     for mime in IMAGE_TYPES:
@@ -44,7 +60,14 @@ def render_bundle(data: Mapping[str, Any]) -> Rendering:
             if isinstance(image, Image):
                 return Rendering(plain or "", image)
             refusals[mime] = image
+    if chart is not None:
+        if isinstance(chart.picture, Image):
+            return Rendering(plain or "", chart.picture)
+        refusals[chart.source] = chart.picture
     if plain is not None and not _DEFAULT_REPR.fullmatch(plain.strip()):
+        if chart is not None:  # the repr (`alt.Chart(...)`) says little; the note says what to do
+            note = _note(chart.source, data[chart.source], refusals[chart.source])
+            return Rendering(f"{plain}\n[display: {note}]")
         return Rendering(plain)
     for mime in ("text/markdown", "text/latex"):
         text = _text(data.get(mime))
@@ -53,7 +76,7 @@ def render_bundle(data: Mapping[str, Any]) -> Rendering:
     if "application/json" in data:
         return Rendering(json.dumps(data["application/json"], indent=2, ensure_ascii=False, default=str))
     html = _text(data.get("text/html"))
-    readable = html_text(html) if html is not None else ""
+    readable = html_text(html) if html is not None and chart is None else ""
     if readable:
         return Rendering(readable)
     others = [mime for mime in data if mime != "text/plain"]
@@ -78,108 +101,3 @@ def _text(value: Any) -> str | None:
 def _size(value: Any) -> str:
     size = len(value.encode()) if isinstance(value, str) else len(json.dumps(value, default=str))
     return f"{size:,} bytes"
-
-
-# -- HTML to readable text -----------------------------------------------------------------------
-
-_BLOCKS = frozenset(
-    {
-        *("address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "div", "dl"),
-        *("dt", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header"),
-        *("hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "ul"),
-    }
-)
-_TABLE_PARTS = frozenset({"table", "thead", "tbody", "tfoot", "tr"})
-_CELLS = frozenset({"td", "th"})
-_INVISIBLE = frozenset({"script", "style", "head", "title", "template"})
-
-
-class _Reader(HTMLParser):
-    """Collects the visible text: a line per block, a line per table row with its cells joined."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.lines: list[str] = []
-        self._text: list[str] = []
-        self._row: list[str] | None = None
-        self._in_cell = False
-        self._hidden = 0
-        self._pre = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _INVISIBLE:
-            self._hidden += 1
-        elif tag in _CELLS:
-            self._end_cell()
-            if self._row is None:
-                self.end_line()
-                self._row = []
-            self._text, self._in_cell = [], True
-        elif tag in _TABLE_PARTS:
-            self.end_line()
-            if tag == "tr":
-                self._row = []
-        elif tag in _BLOCKS:
-            if self._in_cell:
-                self._text.append(" ")
-                return
-            self.end_line()
-            if tag == "li":
-                self._text.append("- ")
-            elif tag == "pre":
-                self._pre += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _INVISIBLE:
-            self._hidden = max(0, self._hidden - 1)
-        elif tag in _CELLS:
-            self._end_cell()
-        elif tag in _TABLE_PARTS:
-            self.end_line()
-        elif tag in _BLOCKS:
-            if self._in_cell:
-                self._text.append(" ")
-                return
-            self.end_line()
-            if tag == "pre":
-                self._pre = max(0, self._pre - 1)
-
-    def handle_data(self, data: str) -> None:
-        if self._hidden:
-            return
-        if not self._pre:
-            self._text.append(re.sub(r"\s+", " ", data))
-            return
-        first, *rest = data.split("\n")
-        self._text.append(first)
-        for line in rest:
-            self.lines.append("".join(self._text).rstrip())
-            self._text = [line]
-
-    def _end_cell(self) -> None:
-        if self._in_cell and self._row is not None:
-            self._row.append(" ".join("".join(self._text).split()))
-        self._text, self._in_cell = [], False
-
-    def end_line(self) -> None:
-        """Close the open row or line; text between table rows is dropped."""
-        if self._row is not None:
-            self._end_cell()
-            if any(self._row):
-                self.lines.append(" | ".join(self._row))
-            self._row = None
-        else:
-            text = "".join(self._text)
-            text = text.rstrip() if self._pre else text.strip()
-            if text:
-                self.lines.append(text)
-        self._text = []
-
-
-def html_text(html: str) -> str:
-    """Readable text of an HTML fragment: no tags, scripts or styles; a table row per line."""
-    reader = _Reader()
-    reader.feed(html)
-    reader.close()
-    reader.end_line()
-    return "\n".join(reader.lines)

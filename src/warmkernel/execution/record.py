@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
@@ -18,6 +19,7 @@ import anyio
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputLog
+from warmkernel.execution.progress import Progress
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 _PREAMBLE = re.compile(r"#|import\s|from\s+\S+\s+import\s")
@@ -75,6 +77,8 @@ class ExecutionRecord:
     """Output past the cell's cap (`max_cell_output_bytes`), dropped as it came."""
     images_not_kept: int = 0
     """Images an earlier process showed for this record: the journal keeps their captions, not their bytes."""
+    progress_source: Callable[[], Progress | None] | None = None
+    """Reads the latest progress display (a widget bar or a `\\r` line) when asked: `progress()`."""
     _start: float = field(default_factory=time.monotonic)
     _end: float | None = None
     last_output: float = field(default_factory=time.monotonic)
@@ -101,6 +105,10 @@ class ExecutionRecord:
         if self._end is None:
             return None
         return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), timezone.utc)
+
+    def progress(self) -> Progress | None:
+        """How far the cell got by its latest progress display, if that shows a fraction."""
+        return self.progress_source() if self.progress_source is not None else None
 
     def output_arrived(self) -> None:
         """Output is about to be appended: it restarts the silence, and a waiting clear happens first."""

@@ -112,10 +112,12 @@ def _running_reply(record: ExecutionRecord, settings: Settings, waited: WaitEnd)
         if waited.silence_s is not None
         else f"waited {duration(waited.waited_s)}"
     )
+    shown = record.progress()
     lines = [
         f"In [{number}]{kernel_tag()} · running for {duration(record.elapsed())} ({why})"
         + (f"; last {counted(len(tail), 'line')}:" if tail else "; no output yet"),
         *(clip(line, RUNNING_LINE_CLIP) for line in tail),
+        *([f"Progress now: {clip(shown.line, RUNNING_LINE_CLIP)}"] if shown is not None else []),
         f"Still running. Next: {call('wait_python', execution=number)} to keep waiting, "
         f"{call('read_python_output', execution=number)} to read the output, "
         f"or {call('interrupt_python')} to stop it.",
@@ -124,6 +126,7 @@ def _running_reply(record: ExecutionRecord, settings: Settings, waited: WaitEnd)
         "waited_s": round(waited.waited_s, 3),
         "returned_because": waited.reason,
         "last_lines": tail,
+        "progress": {"done": shown.done, "total": shown.total, "line": shown.line} if shown else None,
     }
     return Reply("\n".join(lines), data)
 
@@ -155,8 +158,10 @@ def _awaiting_reply(record: ExecutionRecord, settings: Settings) -> Reply:
 
 
 def progress_message(record: ExecutionRecord) -> str:
-    """The message of a progress notification: elapsed time and the latest output line."""
-    last = _last_nonblank(record, 1)
+    """The message of a progress notification: elapsed time and the latest progress display (a
+    widget bar, a tqdm line), else the latest output line."""
+    shown = record.progress()
+    last = [shown.line] if shown is not None else _last_nonblank(record, 1)
     where = f": {clip(last[0], RUNNING_LINE_CLIP)}" if last else "; no output yet"
     return f"In [{record.number}]{kernel_tag()} running for {duration(record.elapsed())}{where}"
 

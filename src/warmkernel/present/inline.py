@@ -22,7 +22,8 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
     """The combined lines shown inline, and the omitted [first, last] line numbers if any.
 
     Only what follows the last clear_output is shown, without the states of a display that a
-    later state replaced and without the text/plain of an image (its caption stands for it).
+    later state replaced and without the text/plain of an image (its caption stands for it); a
+    display shown in place (a widget view) shows its latest state where it was first written.
     """
     output = record.output
     if output.dropped:
@@ -30,13 +31,18 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
     total = output.line_count("combined")
     start = min(record.displays.cleared_before, total)
     hidden = record.displays.hidden_lines()
+    moved = record.displays.moved()
 
     condensed = None if record.directives.full_output else _condensed_traceback(record)
 
     def visible(lo: int, hi: int) -> Shown:
-        shown: Shown = [
-            (i, line) for i, line in enumerate(output.lines("combined", lo, hi), lo) if i not in hidden
-        ]
+        shown: Shown = []
+        for i, line in enumerate(output.lines("combined", lo, hi), lo):
+            if i in moved:  # a display shown in place: its latest state stands here
+                latest = moved[i]
+                shown.extend(enumerate(output.lines("combined", latest.start, latest.stop), latest.start))
+            elif i not in hidden:
+                shown.append((i, line))
         if condensed is None or not lo <= condensed[0] < condensed[1] <= hi:
             return shown
         first, end, lines = condensed

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warmkernel.config import Settings
+from warmkernel.execution.charts import renderers
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
 from warmkernel.kernel.helper import VariableListing
@@ -116,6 +117,8 @@ def status_reply(
         lines.append("busy: no")
     if latest is not None:
         lines.append(f"latest execution: {latest.number} ({latest.state.value})")
+    charts = renderers()
+    lines.append(_charts_line(charts))
     lines.append("kernels: " + ", ".join(f"{k.name} ({_brief(k)})" for k in kernels))
     data = {
         "workspace": str(workspace.path),
@@ -133,6 +136,7 @@ def status_reply(
         "running_execution": running.number if running else None,
         "latest_execution": latest.number if latest else None,
         "kernels": [_kernel_facts(k) for k in kernels],
+        "charts": {kind: reason or "drawn as pictures" for kind, reason in charts.items()},
     }
     return Reply("\n".join(lines), data)
 
@@ -193,6 +197,15 @@ def idle_stop_notice(name: str, limit_s: float) -> str:
         "(--kernel-idle-stop); its namespace was lost and its records stay readable; its next use "
         "starts a fresh kernel"
     )
+
+
+def _charts_line(charts: dict[str, str | None]) -> str:
+    """Which charts replies show as pictures, and why not the others."""
+    drawn = [kind for kind, reason in charts.items() if reason is None]
+    if not drawn and len(set(charts.values())) == 1:
+        return f"charts as pictures: none ({next(iter(charts.values()))})"
+    missing = "; ".join(f"not {kind}: {reason}" for kind, reason in charts.items() if reason is not None)
+    return f"charts as pictures: {', '.join(drawn) or 'none'}" + (f" ({missing})" if missing else "")
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:

@@ -26,6 +26,8 @@ from mcp.server.stdio import stdio_server
 from warmkernel import __version__
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution.directive import parse_directives
+from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.present.execution import execution_reply, progress_message
 from warmkernel.present.hints import default_wait
@@ -38,6 +40,7 @@ from warmkernel.present.status import (
     joined_reply,
     list_reply,
     reset_reply,
+    starting_reply,
     status_reply,
 )
 from warmkernel.present.variables import summary_reply, variables_reply
@@ -171,7 +174,21 @@ async def _reply_after_wait(
     return execution_reply(record, conn.settings, waited=waited)
 
 
+def _cell_wait(conn: Connection, source: str) -> float:
+    """The wait a cell asks for (its `--wait` directive), else the client's default."""
+    try:
+        wait_s = parse_directives(transform_patch_literals(source).source).wait_seconds
+    except WarmkernelError:  # refused by `submit`, with the line that is wrong
+        wait_s = None
+    return wait_s or conn.settings.default_wait_s
+
+
 async def run_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
+    if conn.session.kernel_info().state == "starting":
+        # A kernel still starting (a gateway pulling an image) is waited for within the cell's wait.
+        wait_s = _cell_wait(conn, args["freeform"])
+        if not await conn.session.kernel_within(wait_s):
+            return starting_reply(conn.session.kernel_info(), wait_s)
     joined = await _joined(conn)  # what was there before this cell
     record = await conn.session.submit(args["freeform"], client=client_name(ctx))
     return _after(joined, await _reply_after_wait(conn, record, ctx))

@@ -39,9 +39,10 @@ from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
+from warmkernel.kernel.jupyter_api import check_jupyter_settings
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
-from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
+from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
@@ -160,7 +161,7 @@ class Session:
         session continues the journaled records and journals its own.
         """
         if settings.jupyter_url is not None:
-            check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
+            check_jupyter_settings(settings)  # before any task starts: a plain error
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:
@@ -196,6 +197,7 @@ class Session:
         if self._notebook is not None:
             self._notebook.forget_kernel(self._generation)
         self._kernel, self._start_error, self._ready = None, None, anyio.Event()
+        self._start_began = time.monotonic()
         self._tg.start_soon(self._start_kernel, self._generation, self._ready)
 
     async def _start_kernel(self, generation: Generation, ready: anyio.Event) -> None:
@@ -248,14 +250,34 @@ class Session:
         assert self._kernel is not None
         return self._kernel
 
+    async def kernel_within(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the kernel to be ready (or its start to fail); False if it is
+        still starting then."""
+        with anyio.move_on_after(timeout_s):
+            await self.kernel()
+            return True
+        return False
+
+    def _starting(self) -> str:
+        """How the kernel start goes: the step a remote start waits on, and for how long."""
+        step = self._launcher.step if isinstance(self._launcher, RemoteLauncher) else ""
+        elapsed = f"{time.monotonic() - self._start_began:.0f} s"
+        return f"{step}, {elapsed}" if step else elapsed
+
     def kernel_info(self) -> KernelInfo:
-        spares = self._launcher.ready if isinstance(self._launcher, SpareLauncher) else None
+        spares = (
+            self._launcher.ready
+            if isinstance(self._launcher, SpareLauncher | RemoteLauncher) and self.settings.spare_kernels
+            else None
+        )
         if self._start_error is not None:
             return KernelInfo(
                 self._generation, "failed", self._start_error.message, spare_kernels_ready=spares
             )
         if self._kernel is None:
-            return KernelInfo(self._generation, "starting", spare_kernels_ready=spares)
+            return KernelInfo(
+                self._generation, "starting", spare_kernels_ready=spares, starting=self._starting()
+            )
         return KernelInfo(
             self._generation,
             "ready",

@@ -76,6 +76,7 @@ EXECUTION_REPLY: dict[str, JsonType] = {
     "prompt": "string",
     "password": "boolean",
     "joined": "object",
+    "kernel_starting": "string",
 }
 """A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
 
@@ -116,6 +117,7 @@ TOOLS: tuple[Tool, ...] = (
             "workspace_resolution": "string",
             "interpreter": "string",
             "kernel_state": "string",
+            "kernel_starting": "string",
             "kernel_pid": "integer",
             "connection_file": "string",
             "kernel_server_url": "string",

@@ -69,7 +69,9 @@ def status_reply(
         f"interpreter: {settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
-        f"kernel: {kernel.state}, generation {kernel.generation}"
+        f"kernel: {kernel.state}"
+        + (f" ({kernel.starting})" if kernel.starting else "")
+        + f", generation {kernel.generation}"
         + (f", pid {place.pid}" if place.pid is not None else "")
         + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]
@@ -98,6 +100,7 @@ def status_reply(
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
         "kernel_state": kernel.state,
+        "kernel_starting": kernel.starting or None,
         "kernel_pid": place.pid,
         "connection_file": str(place.connection_file) if place.connection_file else None,
         "kernel_server_url": place.server_url,
@@ -110,6 +113,16 @@ def status_reply(
         "latest_execution": latest.number if latest else None,
     }
     return Reply("\n".join(lines), data)
+
+
+def starting_reply(kernel: KernelInfo, waited_s: float) -> Reply:
+    """run_python while the kernel is still starting: nothing was run, and what to do next."""
+    text = (
+        f"the kernel (generation {kernel.generation}) is still starting ({kernel.starting}); "
+        f"waited {duration(waited_s)} and ran nothing. Send the cell again once {call('python_status')} "
+        "says ready"
+    )
+    return Reply(text, {"kernel_starting": kernel.starting})
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:

@@ -174,19 +174,20 @@ async def _reply_after_wait(
     return execution_reply(record, conn.settings, waited=waited)
 
 
-def _cell_wait(conn: Connection, source: str) -> float:
-    """The wait a cell asks for (its `--wait` directive), else the client's default."""
+def _start_wait(conn: Connection, source: str) -> float:
+    """How long a cell waits for a starting kernel: the client's `--wait`, or the cell's own
+    `--wait` directive when that is longer (a short one is for the cell, not for the start)."""
     try:
-        wait_s = parse_directives(transform_patch_literals(source).source).wait_seconds
+        asked = parse_directives(transform_patch_literals(source).source).wait_seconds
     except WarmkernelError:  # refused by `submit`, with the line that is wrong
-        wait_s = None
-    return wait_s or conn.settings.default_wait_s
+        asked = None
+    return max(asked or 0.0, conn.settings.default_wait_s)
 
 
 async def run_python(conn: Connection, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     if conn.session.kernel_info().state == "starting":
         # A kernel still starting (a gateway pulling an image) is waited for within the cell's wait.
-        wait_s = _cell_wait(conn, args["freeform"])
+        wait_s = _start_wait(conn, args["freeform"])
         if not await conn.session.kernel_within(wait_s):
             return starting_reply(conn.session.kernel_info(), wait_s)
     joined = await _joined(conn)  # what was there before this cell

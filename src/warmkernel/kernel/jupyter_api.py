@@ -169,13 +169,13 @@ class JupyterApi:
             return WarmkernelError(
                 "jupyter_server_refused", f"the Jupyter server at {self.url} {what} (401); {fix}"
             )
-        fix = (
-            f": {said}"
-            if said and said != "Forbidden"
-            else "; check its token (--jupyter-token or WARMKERNEL_JUPYTER_TOKEN) and what it allows"
-        )
+        # A Jupyter Server treats a request with a wrong token as anonymous, and its XSRF check
+        # refuses it: then the token is the cause, whatever the message says.
+        token_hint = not said or said == "Forbidden" or "xsrf" in said.lower()
         return WarmkernelError(
-            "jupyter_server_refused", f"the Jupyter server at {self.url} refused the request (403){fix}"
+            "jupyter_server_refused",
+            f"the Jupyter server at {self.url} refused the request (403{': ' + said if said else ''})"
+            + ("; check its token (--jupyter-token or WARMKERNEL_JUPYTER_TOKEN)" if token_hint else ""),
         )
 
     # -- REST -------------------------------------------------------------------------------------

@@ -298,9 +298,10 @@ class RemoteLauncher:
         self._spares: list[RemoteKernel] = []
         """Spare kernels connected and waiting, oldest first."""
         self._spares_starting = 0
-        self._spares_settled = anyio.Event()
-        """Set whenever no spare is starting (for `aclose`)."""
-        self._spares_settled.set()
+        self._launches: set[anyio.CancelScope] = set()
+        """The launches under way; `aclose` cancels them, and their clean-up deletes their kernels."""
+        self._no_launches = anyio.Event()
+        self._no_launches.set()
         self._closed = False
         self.step = ""
         """What the kernel start waits on now, for python_status; "" when none is under way."""
@@ -330,6 +331,22 @@ class RemoteLauncher:
         self, generation: Generation, on_step: Callable[[str], None] | None = None
     ) -> RemoteKernel:
         """Create (or take over) a kernel and connect to it, all within the launch timeout."""
+        if self._closed:
+            raise WarmkernelError("kernel_start_failed", "warmkernel is shutting down")
+        with anyio.CancelScope() as scope:
+            self._launches.add(scope)
+            self._no_launches = anyio.Event()
+            try:
+                return await self._create_and_connect(generation, on_step)
+            finally:
+                self._launches.discard(scope)
+                if not self._launches:
+                    self._no_launches.set()
+        raise WarmkernelError("kernel_start_failed", "warmkernel shut down while the kernel started")
+
+    async def _create_and_connect(
+        self, generation: Generation, on_step: Callable[[str], None] | None
+    ) -> RemoteKernel:
         began = time.monotonic()
         if on_step is not None:
             on_step("create")
@@ -368,7 +385,6 @@ class RemoteLauncher:
         missing = self._spare_count - len(self._spares) - self._spares_starting
         for _ in range(0 if self._closed else missing):
             self._spares_starting += 1
-            self._spares_settled = anyio.Event()
             self._tg.start_soon(self._make_spare)
 
     async def _make_spare(self) -> None:
@@ -384,8 +400,6 @@ class RemoteLauncher:
             log.exception("a spare kernel was not created")
         finally:
             self._spares_starting -= 1
-            if self._spares_starting == 0:
-                self._spares_settled.set()
 
     async def retire(self, kernel: Kernel) -> None:
         """In a notebook's session, swap the kernel through the session, so an IDE stays attached."""
@@ -403,10 +417,11 @@ class RemoteLauncher:
             await kernel.kill()
 
     async def aclose(self) -> None:
-        """Delete the spares; one still being created is deleted once it is (within the launch timeout)."""
+        """Stop the launches under way (deleting their kernels), delete the spares, close the API."""
         self._closed = True
-        with anyio.move_on_after(self._launch_timeout_s + REQUEST_TIMEOUT_S):
-            await self._spares_settled.wait()
+        for scope in self._launches:
+            scope.cancel()
+        await self._no_launches.wait()
         spares, self._spares = self._spares, []
         for kernel in spares:
             await kernel.kill()

@@ -78,7 +78,9 @@ async def relay(server: JupyterServer) -> AsyncIterator[Relay]:
         yield relay
 
 
-def remote(fresh_client: FreshClient, relay: Relay, server: JupyterServer, **settings: object) -> object:
+def remote(
+    fresh_client: FreshClient, relay: Relay, server: JupyterServer, **settings: object
+) -> AbstractAsyncContextManager[Client]:
     """A fresh warmkernel server whose kernel lives on `server`, reached through `relay`."""
     given = {"jupyter_url": relay.url, "jupyter_token": server.token} | server.settings | settings
     return fresh_client(**given)
@@ -86,10 +88,10 @@ def remote(fresh_client: FreshClient, relay: Relay, server: JupyterServer, **set
 
 @pytest.fixture
 def remote_client(fresh_client: FreshClient, relay: Relay, server: JupyterServer) -> FreshClient:
-    def open_client(**settings: object) -> object:
+    def open_client(**settings: object) -> AbstractAsyncContextManager[Client]:
         return remote(fresh_client, relay, server, **settings)
 
-    return open_client  # type: ignore[return-value]
+    return open_client
 
 
 async def kernel_id(client: Client) -> str:

@@ -48,15 +48,17 @@ from warmkernel.notebook.binding import (
     NotebookBinding,
     NotebookRun,
     NotebookView,
+    kernel_stamps_expression,
     locate,
     read_cells,
+    read_kernel_stamps,
     shown_path,
     stamp_files,
     watched_file,
 )
 from warmkernel.notebook.cell_outputs import OutputCollector
 from warmkernel.notebook.document import NotebookCell
-from warmkernel.notebook.staleness import evaluate, select_cells
+from warmkernel.notebook.staleness import FileStamp, evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import refusals
@@ -525,11 +527,23 @@ class Session:
         notebook = await anyio.to_thread.run_sync(read_cells, located)
         binding = self._bind(located)
         current = await self._fetch_notebook_facts(binding)
-        paths, known = binding.stamp_request()
-        stamps = await anyio.to_thread.run_sync(stamp_files, paths, known)
+        stamps = await self._stamp_files(*binding.stamp_request())
         running = self._running.record.cell_id if self._running is not None else None
         status = evaluate(notebook.cells, binding.facts(stamps, running))
         return NotebookView(binding.shown, notebook, status, current, dict(binding.unsaved))
+
+    async def _stamp_files(self, paths: set[str], known: dict[str, FileStamp]) -> dict[str, FileStamp | None]:
+        """The files' stamps now: here, or for a kernel on a Jupyter server, inside it (on its
+        machine). While a cell runs there, the known stamps stand and the rest wait."""
+        if self.settings.jupyter_url is None:
+            return await anyio.to_thread.run_sync(stamp_files, paths, known)
+        async with self._inspection_lock:
+            if self._running is not None or not paths:
+                return {path: known[path] for path in paths if path in known}
+            kernel = await self.kernel()
+            expression = kernel_stamps_expression(paths, known)
+            answer = await self._evaluate_silently(kernel, expression, "file stamps")
+        return read_kernel_stamps(_notebook_answer(answer))
 
     async def run_notebook_cells(
         self, path: str, cells: str | list[str | int], *, stop_on_error: bool, client: str = ""

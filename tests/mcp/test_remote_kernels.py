@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 
 import anyio
+import nbformat
 import pytest
 from mcp import Client
 
@@ -320,6 +321,39 @@ async def test_a_culled_kernel_died_with_its_idle_time_and_is_replaced(
         status = await wait_for_generation(client, 2)
         assert re.search(r"died \(it was deleted on the Jupyter server after \d+ s idle \(culled", status)
         assert "NameError" in (await run(client, "gone"))[1]
+
+
+# -- notebook mode --------------------------------------------------------------------------------
+
+
+async def stale_cells(client: Client, notebook: str) -> dict[str, tuple[str, ...]]:
+    result = await client.call_tool("notebook_status", {"path": notebook})
+    assert not result.is_error and result.structured_content is not None, result
+    cells = result.structured_content["cells"]
+    return {cell["id"]: tuple(cell["reasons"]) for cell in cells if cell["state"] != "fresh"}
+
+
+async def test_files_a_remote_kernel_read_are_stamped_by_it_and_make_their_readers_stale(
+    fresh_client: FreshClient, servers: Servers, tmp_path: Path
+) -> None:
+    js = await servers.get("jupyter_server")
+    data = tmp_path / "data.txt"
+    data.write_text("one")
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(f"text = open({str(data)!r}).read()", id="reads"),
+            nbformat.v4.new_code_cell("n = 1", id="other"),
+        ]
+    )
+    (tmp_path / "nb.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
+    async with relay_to(js) as relay, remote(fresh_client, relay, js, result_mode="structured") as client:
+        ran = await client.call_tool("run_notebook_cells", {"path": "nb.ipynb", "timeout_seconds": 60})
+        assert not ran.is_error, ran
+        assert await stale_cells(client, "nb.ipynb") == {}
+        data.write_text("two")
+        assert await stale_cells(client, "nb.ipynb") == {"reads": ("file_changed",)}
+        data.write_text("one")  # the content it read, with a new mtime: fresh again
+        assert await stale_cells(client, "nb.ipynb") == {}
 
 
 # -- spares, headers, tokens --------------------------------------------------------------------------

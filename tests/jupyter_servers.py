@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -30,6 +31,7 @@ import anyio
 import anyio.abc
 import httpx2
 import psutil
+import trustme
 
 from warmkernel.jupyter_host import owned_jupyter_server
 
@@ -81,9 +83,45 @@ def _isolated_environment(home: Path) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Tls:
+    """A test certificate authority's files: a server certificate for 127.0.0.1, and a client's."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client: Path
+    """The client's certificate and key in one PEM file."""
+
+    @classmethod
+    def create(cls, directory: Path) -> Tls:
+        authority = trustme.CA()
+        server = authority.issue_cert("127.0.0.1")
+        client = authority.issue_cert("warmkernel-client@example.org")
+        tls = cls(
+            directory / "ca.pem", directory / "server.pem", directory / "server.key", directory / "client.pem"
+        )
+        authority.cert_pem.write_to_path(str(tls.ca))
+        server.cert_chain_pems[0].write_to_path(str(tls.server_cert))
+        server.private_key_pem.write_to_path(str(tls.server_key))
+        client.private_key_and_cert_chain_pem.write_to_path(str(tls.client))
+        return tls
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.client))
+        return context
+
+
 @asynccontextmanager
 async def _server_process(
-    kind: str, argv: list[str], env: Mapping[str, str], root: Path, token: str, port: int
+    kind: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    root: Path,
+    token: str,
+    port: int,
+    tls: Tls | None = None,
 ) -> AsyncIterator[JupyterServer]:
     log_file = root.parent / f"{root.name}-{kind}.log"
     with open(log_file, "ab") as log:  # noqa: ASYNC230 (a new file of this test)
@@ -96,18 +134,21 @@ async def _server_process(
             cwd=root,
             start_new_session=True,
         )
-    server = JupyterServer(kind, f"http://127.0.0.1:{port}/", token, root, log_file=log_file)
+    scheme = "https" if tls else "http"
+    server = JupyterServer(kind, f"{scheme}://127.0.0.1:{port}/", token, root, log_file=log_file)
     try:
-        await _until_ready(process, server)
+        await _until_ready(process, server, tls.client_context() if tls else True)
         yield server
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process)
 
 
-async def _until_ready(process: anyio.abc.Process, server: JupyterServer) -> None:
+async def _until_ready(
+    process: anyio.abc.Process, server: JupyterServer, verify: ssl.SSLContext | bool
+) -> None:
     headers = {"Authorization": f"token {server.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=5.0, trust_env=False) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=5.0, trust_env=False, verify=verify) as http:
         with anyio.move_on_after(_START_TIMEOUT_S):
             while process.returncode is None:
                 with contextlib.suppress(httpx2.TransportError):
@@ -151,9 +192,12 @@ def _cull_flags(cull: Mapping[str, object]) -> list[str]:
 
 
 @asynccontextmanager
-async def kernel_gateway(root: Path, **cull: object) -> AsyncIterator[JupyterServer]:
+async def kernel_gateway(
+    root: Path, *, cull: Mapping[str, object] | None = None, tls: Tls | None = None
+) -> AsyncIterator[JupyterServer]:
     """Jupyter Kernel Gateway (its websocket personality, as JupyterLab and Jupyter Server's gateway
-    client use it); `cull` sets the kernel manager's culling (`cull_idle_timeout=2`, ...)."""
+    client use it); `cull` sets the kernel manager's culling (`cull_idle_timeout=2`, ...). With
+    `tls` it serves https and wants a client certificate its authority issued."""
     token, port = secrets.token_hex(16), free_port()
     env = _isolated_environment(root.parent / f"{root.name}-kg-home") | {"KG_AUTH_TOKEN": token}
     argv = [
@@ -164,9 +208,15 @@ async def kernel_gateway(root: Path, **cull: object) -> AsyncIterator[JupyterSer
         f"--KernelGatewayApp.port={port}",
         "--KernelGatewayApp.port_retries=0",
         "--JupyterWebsocketPersonality.list_kernels=True",
-        *_cull_flags(cull),
+        *_cull_flags(cull or {}),
     ]
-    async with _server_process("kernel_gateway", argv, env, root, token, port) as server:
+    if tls is not None:
+        argv += [
+            f"--KernelGatewayApp.certfile={tls.server_cert}",
+            f"--KernelGatewayApp.keyfile={tls.server_key}",
+            f"--KernelGatewayApp.client_ca={tls.ca}",
+        ]
+    async with _server_process("kernel_gateway", argv, env, root, token, port, tls) as server:
         yield server
 
 

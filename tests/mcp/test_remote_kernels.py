@@ -23,6 +23,7 @@ from mcp import Client
 from tests.jupyter_servers import (
     JupyterServer,
     Relay,
+    Tls,
     enterprise_gateway,
     jupyter_server,
     kernel_gateway,
@@ -55,7 +56,7 @@ class Servers:
             root = self._tmp.mktemp(kind)
             started: AbstractAsyncContextManager[JupyterServer] = {
                 "jupyter_server": lambda: jupyter_server(root),
-                "kernel_gateway": lambda: kernel_gateway(root, **CULL),
+                "kernel_gateway": lambda: kernel_gateway(root, cull=CULL),
                 "enterprise_gateway": lambda: enterprise_gateway(root),
             }[kind]()
             self._running[kind] = await self._stack.enter_async_context(started)
@@ -314,7 +315,7 @@ async def test_a_culled_kernel_died_with_its_idle_time_and_is_replaced(
     root = tmp_path / "culling"
     root.mkdir()
     async with (
-        kernel_gateway(root, cull_connected=True, **CULL) as kg,
+        kernel_gateway(root, cull={**CULL, "cull_connected": True}) as kg,
         fresh_client(jupyter_url=kg.url, jupyter_token=kg.token) as client,
     ):
         await run(client, "gone = 1")
@@ -404,6 +405,22 @@ async def test_a_rotated_token_is_read_again_from_its_file_after_a_401(
         token_file.write_text(kg.token + "\n")  # rotated
         assert "kernel generation 2 started" in await call(client, "reset_python")
         assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
+
+
+async def test_an_https_server_is_trusted_by_the_ca_bundle_and_given_the_client_certificate(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    tls = Tls.create(tmp_path)
+    root = tmp_path / "tls-root"
+    root.mkdir()
+    async with kernel_gateway(root, tls=tls) as kg:
+        trusted = {"jupyter_ca_bundle": str(tls.ca), "jupyter_client_cert": str(tls.client)}
+        async with fresh_client(jupyter_url=kg.url, jupyter_token=kg.token, **trusted) as client:
+            assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]  # REST and websocket, both over TLS
+        for untrusted in ({}, {"jupyter_ca_bundle": str(tls.ca)}):  # no trust; no client certificate
+            async with fresh_client(jupyter_url=kg.url, jupyter_token=kg.token, **untrusted) as client:
+                code, message = await call_error(client, "run_python", freeform="1")
+            assert code == "jupyter_server_unreachable" and kg.url in message
 
 
 async def test_a_server_that_does_not_answer_is_unreachable(fresh_client: FreshClient) -> None:

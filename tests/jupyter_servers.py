@@ -286,6 +286,8 @@ class Relay:
 
     target_port: int
     create_delay_s: float = 0.0
+    channels_delay_s: float = 0.0
+    """Each kernel websocket's upgrade request is held this long."""
     port: int = 0
     heads: list[str] = field(default_factory=list)
     """The request line and headers of every request that passed, in order."""
@@ -321,8 +323,11 @@ class Relay:
                 if requests and chunk.split(b" ", 1)[0] in (b"GET", b"POST", b"DELETE", b"PATCH"):
                     head = chunk.partition(b"\r\n\r\n")[0].decode(errors="replace")
                     self.heads.append(head)
-                    if self.create_delay_s and head.startswith("POST ") and "/api/kernels " in head:
+                    request_line = head.partition("\r\n")[0]
+                    if request_line.startswith("POST ") and "/api/kernels " in request_line:
                         await anyio.sleep(self.create_delay_s)
+                    elif "/channels?" in request_line:
+                        await anyio.sleep(self.channels_delay_s)
                 await sink.send(chunk)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
@@ -335,8 +340,10 @@ class Relay:
 
 
 @asynccontextmanager
-async def relay_to(server: JupyterServer, create_delay_s: float = 0.0) -> AsyncIterator[Relay]:
-    relay = Relay(int(server.url.rsplit(":", 1)[1].strip("/")), create_delay_s)
+async def relay_to(
+    server: JupyterServer, create_delay_s: float = 0.0, channels_delay_s: float = 0.0
+) -> AsyncIterator[Relay]:
+    relay = Relay(int(server.url.rsplit(":", 1)[1].strip("/")), create_delay_s, channels_delay_s)
     async with anyio.create_task_group() as tg:
         await tg.start(relay.serve)
         yield relay

@@ -273,18 +273,28 @@ async def test_a_slow_create_shows_its_step_and_a_cell_waits_for_it(
         assert number == 1 and "Out[1]: 42" in text
 
 
-async def test_a_create_past_the_launch_timeout_names_the_step_and_the_setting(
-    fresh_client: FreshClient, servers: Servers
+@pytest.mark.parametrize(
+    ("delays", "expected"),
+    [
+        pytest.param(
+            {"create_delay_s": 6}, "did not create a 'python3' kernel within 3 s (step: create)", id="create"
+        ),
+        pytest.param(
+            {"channels_delay_s": 6}, "websocket within 3 s of its launch (step: websocket)", id="websocket"
+        ),
+    ],
+)
+async def test_a_start_past_the_launch_timeout_names_the_step_and_the_setting(
+    fresh_client: FreshClient, servers: Servers, delays: dict[str, float], expected: str
 ) -> None:
     kg = await servers.get("kernel_gateway")
     async with (
-        relay_to(kg, create_delay_s=6) as relay,
+        relay_to(kg, **delays) as relay,
         fresh_client(jupyter_url=relay.url, jupyter_token=kg.token, kernel_launch_timeout_s=3) as client,
     ):
         code, message = await call_error(client, "run_python", freeform="# warmkernel: --wait 30\n1")
         assert code == "kernel_start_failed"
-        assert "did not create a 'python3' kernel within 3 s (step: create)" in message
-        assert "--kernel-launch-timeout" in message
+        assert expected in message and "raise --kernel-launch-timeout" in message
         assert "kernel: failed" in await call(client, "python_status")
 
 

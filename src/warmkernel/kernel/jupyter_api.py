@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
 from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.simple_httpclient import HTTPTimeoutError
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from warmkernel.config import Settings
@@ -32,6 +33,14 @@ REQUEST_TIMEOUT_S = 30.0
 _PING_INTERVAL_S = 20.0
 _MAX_MESSAGE_BYTES = 1 << 30  # a cell's output can be large; the server sends it as one message
 _SAID_MAX_CHARS = 500
+
+
+class ServerTimeout(WarmkernelError):
+    """A request the server did not answer in time (`jupyter_server_unreachable`); a caller that
+    knows which step it was can say so."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("jupyter_server_unreachable", message)
 
 
 def check_jupyter_url(url: str) -> None:
@@ -193,8 +202,11 @@ class JupyterApi:
                 response = await self._http.request(
                     method, path, json=body, headers=self._headers(), timeout=timeout_s
                 )
-            except httpx2.TimeoutException:
-                raise  # the caller names the step that timed out
+            except httpx2.TimeoutException as exc:
+                raise ServerTimeout(
+                    f"the Jupyter server at {self.url} did not answer {method} {path} "
+                    f"within {timeout_s:.0f} s"
+                ) from exc
             except httpx2.HTTPError as exc:
                 raise WarmkernelError(
                     "jupyter_server_unreachable", f"could not reach the Jupyter server at {self.url}: {exc}"
@@ -219,7 +231,7 @@ class JupyterApi:
         return sorted(self._check(response, "listing the kernelspecs").get("kernelspecs", {}))
 
     async def create_kernel(self, kernel_name: str, env: Mapping[str, str], timeout_s: float) -> str:
-        """Start a kernel; `httpx2.TimeoutException` past `timeout_s` (the caller names the step)."""
+        """Start a kernel; `ServerTimeout` past `timeout_s`."""
         # path "" is the server's root directory, its notion of the workspace; without it a
         # Jupyter Server starts the kernel wherever the server process happens to run.
         body = {"name": kernel_name, "path": "", "env": dict(env)}
@@ -233,7 +245,7 @@ class JupyterApi:
         `kernel_name` is not one (servers answer 404 or 500 for it, with a traceback)."""
         try:
             names = await self.kernelspec_names()
-        except (WarmkernelError, httpx2.HTTPError, ValueError):
+        except (WarmkernelError, ValueError):
             return  # the create's own failure says the rest
         if kernel_name not in names:
             raise WarmkernelError(
@@ -255,10 +267,7 @@ class JupyterApi:
         return str(self._check(response, f"replacing the kernel of session {session_id}")["kernel"]["id"])
 
     async def kernel_exists(self, kernel_id: str) -> bool:
-        try:
-            response = await self._call("GET", f"api/kernels/{kernel_id}")
-        except httpx2.TimeoutException as exc:
-            raise WarmkernelError("jupyter_server_unreachable", f"{self.url} did not answer: {exc}") from exc
+        response = await self._call("GET", f"api/kernels/{kernel_id}")
         if response.status_code == 404:
             return False
         self._check(response, f"looking up kernel {kernel_id}")
@@ -268,10 +277,7 @@ class JupyterApi:
         self._check(await self._call("POST", f"api/kernels/{kernel_id}/interrupt"), "interrupting the kernel")
 
     async def delete(self, kernel_id: str) -> None:
-        try:
-            response = await self._call("DELETE", f"api/kernels/{kernel_id}")
-        except httpx2.TimeoutException as exc:
-            raise WarmkernelError("jupyter_server_unreachable", f"{self.url} did not answer: {exc}") from exc
+        response = await self._call("DELETE", f"api/kernels/{kernel_id}")
         if response.status_code != 404:
             self._check(response, f"deleting kernel {kernel_id}")
 
@@ -296,9 +302,9 @@ class JupyterApi:
                 return await websocket_connect(
                     request, ping_interval=_PING_INTERVAL_S, max_message_size=_MAX_MESSAGE_BYTES
                 )
+            except HTTPTimeoutError as exc:
+                raise TimeoutError(str(exc)) from exc
             except HTTPClientError as exc:
-                if exc.code == 599:  # tornado's own code for a timeout
-                    raise TimeoutError(str(exc)) from exc
                 if exc.code == 401 and retry and self._token_rotated():
                     continue
                 if exc.code in (401, 403):

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
-import httpx2
 from jupyter_client.jsonutil import json_default
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError
 
@@ -35,7 +34,13 @@ from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, Route
-from warmkernel.kernel.jupyter_api import REQUEST_TIMEOUT_S, JupyterApi, kernel_environment, local_user
+from warmkernel.kernel.jupyter_api import (
+    REQUEST_TIMEOUT_S,
+    JupyterApi,
+    ServerTimeout,
+    kernel_environment,
+    local_user,
+)
 from warmkernel.types import Generation
 
 log = logging.getLogger(__name__)
@@ -54,9 +59,11 @@ _GONE_STATES = {
 class WebsocketTransport:
     """A kernel's channels over its server's websocket, reconnected when the connection drops."""
 
-    def __init__(self, api: JupyterApi, kernel_id: str) -> None:
+    def __init__(self, api: JupyterApi, kernel_id: str, connect_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._api = api
         self._kernel_id = kernel_id
+        self._connect_timeout_s = connect_timeout_s
+        """How long the first connection may take (part of the launch timeout)."""
         self._channel_session = uuid.uuid4().hex  # the same on every reconnect: the server replays its buffer
         self._connection: WebSocketClientConnection | None = None
         self._unsent: list[str] = []
@@ -66,7 +73,9 @@ class WebsocketTransport:
         """Why the kernel is gone, once `run` has returned by itself."""
 
     async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._connection = await self._api.connect_channels(self._kernel_id, self._channel_session)
+        self._connection = await self._api.connect_channels(
+            self._kernel_id, self._channel_session, self._connect_timeout_s
+        )
         task_status.started()
         try:
             async with anyio.create_task_group() as tg:
@@ -196,7 +205,7 @@ class RemoteKernel(Kernel):
         `on_step(name)` is told each step as it begins (`websocket`, then `kernel_info`).
         """
         deadline = time.monotonic() + timeout_s
-        kernel = cls(generation, tg, api, kernel_id, WebsocketTransport(api, kernel_id))
+        kernel = cls(generation, tg, api, kernel_id, WebsocketTransport(api, kernel_id, timeout_s))
         try:
             if on_step is not None:
                 on_step("websocket")
@@ -259,8 +268,8 @@ class RemoteKernel(Kernel):
     async def _interrupt(self) -> None:
         try:
             await self._api.interrupt(self.kernel_id)
-        except (WarmkernelError, httpx2.TimeoutException) as exc:
-            log.warning("kernel %s was not interrupted: %s", self.kernel_id, exc)
+        except WarmkernelError as exc:
+            log.warning("kernel %s was not interrupted: %s", self.kernel_id, exc.message)
 
     async def kill(self) -> None:
         """Stop routing, then delete the kernel on the server."""
@@ -366,7 +375,7 @@ class RemoteLauncher:
     async def _create(self) -> str:
         try:
             return await self._api.create_kernel(self._kernel_name, self._env, self._launch_timeout_s)
-        except httpx2.TimeoutException:
+        except ServerTimeout:
             raise WarmkernelError(
                 "kernel_start_failed",
                 f"the Jupyter server at {self._api.url} did not create a {self._kernel_name!r} kernel "

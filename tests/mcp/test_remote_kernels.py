@@ -199,7 +199,10 @@ async def test_a_dropped_websocket_reconnects_and_keeps_state_and_output(
         await relay.cut()
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert f"execution {number}: completed" in await call(client, "python_execution_status")
-        assert [line for line in text.splitlines()[1:] if line.strip()] == [str(i) for i in range(20)]
+        # What the server wrote into the dropping connection is lost; what it buffered is replayed,
+        # in order and once.
+        printed = [int(line) for line in text.splitlines()[1:] if line.strip()]
+        assert printed == sorted(set(printed)) and printed[-1] == 19 and len(printed) >= 10
         assert "Out[" in (await run(client, "c"))[1]
         assert "generation 1" in await call(client, "python_status")
 

@@ -71,6 +71,25 @@ class Settings:
     """The most kernels of a workspace that run at once (`main` and named ones; stopped ones not counted)."""
     kernel_idle_stop_s: float = 7200.0
     """A kernel other than `main` with no call and no running cell for this long is stopped; 0: never."""
+    jupyter_token_file: str | None = None
+    """A file holding the token, read again whenever the server answers 401 (token rotation)."""
+    jupyter_headers: tuple[str, ...] = ()
+    """`NAME=VALUE` headers sent on every request and websocket to the server (e.g. for a proxy)."""
+    jupyter_ca_bundle: str | None = None
+    """A PEM file of the certificate authorities to trust for an https server (REST and websocket)."""
+    jupyter_client_cert: str | None = None
+    """A PEM client certificate for servers that ask for one (with its key, or see `jupyter_client_key`)."""
+    jupyter_client_key: str | None = None
+    """The client certificate's private key, when it is not in the certificate's file."""
+    kernel_username: str | None = None
+    """`KERNEL_USERNAME` on create (Enterprise Gateway authorizes and impersonates by it); None: the local
+    user's name."""
+    kernel_working_dir: str | None = None
+    """`KERNEL_WORKING_DIR` on create: the kernel's working directory, a path on the server's side."""
+    kernel_env: tuple[str, ...] = ()
+    """`NAME=VALUE` variables of the kernel's environment on create (image, namespace, ...)."""
+    kernel_launch_timeout_s: float = 120.0
+    """How long creating a kernel on the server and its first `kernel_info` may take (an image pull)."""
     jupyter_notebook: str | None = None
     """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
     IDE opening the notebook there attaches to it."""

@@ -26,6 +26,8 @@ from mcp.server.stdio import stdio_server
 from warmkernel import __version__
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution.directive import parse_directives
+from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.named_kernels import Kernels
 from warmkernel.present.execution import execution_reply, progress_message
@@ -41,6 +43,7 @@ from warmkernel.present.status import (
     kernels_reply,
     list_reply,
     reset_reply,
+    starting_reply,
     status_reply,
     stop_kernel_reply,
 )
@@ -188,9 +191,25 @@ async def _reply_after_wait(
     return execution_reply(record, conn.settings, waited=waited)
 
 
+def _start_wait(conn: Connection, source: str) -> float:
+    """How long a cell waits for a starting kernel: the client's `--wait`, or the cell's own
+    `--wait` directive when that is longer (a short one is for the cell, not for the start)."""
+    try:
+        asked = parse_directives(transform_patch_literals(source).source).wait_seconds
+    except WarmkernelError:  # refused by `submit`, with the line that is wrong
+        asked = None
+    return max(asked or 0.0, conn.settings.default_wait_s)
+
+
 async def run_python(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
+    session.start()  # a stopped kernel starts with this cell
+    if session.kernel_info().state == "starting":
+        # A kernel still starting (a gateway pulling an image) is waited for within the cell's wait.
+        wait_s = _start_wait(conn, args["freeform"])
+        if not await session.kernel_within(wait_s):
+            return starting_reply(session.kernel_info(), wait_s)
     joined = await _joined(conn, session)  # what was there before this cell
     record = await session.submit(args["freeform"], client=client_name(ctx))
     return _after(joined, await _reply_after_wait(conn, session, record, ctx))

@@ -26,9 +26,10 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.journal import Journal
 from warmkernel.kernel.base import KernelLauncher
+from warmkernel.kernel.jupyter_api import check_jupyter_settings
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
-from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
+from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import locate
 from warmkernel.present import refusals
@@ -88,7 +89,7 @@ class Kernels:
     ) -> AsyncIterator[Kernels]:
         """`main` starting at once, and the kernels `journal` knows of, stopped, with their records."""
         if settings.jupyter_url is not None:
-            check_jupyter_url(settings.jupyter_url)  # before any task starts: a plain error
+            check_jupyter_settings(settings)  # before any task starts: a plain error
         root = RuntimeRoot()
         try:
             async with anyio.create_task_group() as tg:

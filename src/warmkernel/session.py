@@ -42,13 +42,16 @@ from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
+from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
     NotebookRun,
     NotebookView,
+    kernel_stamps_expression,
     locate,
     read_cells,
+    read_kernel_stamps,
     shown_path,
     stamp_files,
     watched_file,
@@ -63,7 +66,7 @@ from warmkernel.notebook.export_files import (
     inside_workspace,
     write_document,
 )
-from warmkernel.notebook.staleness import evaluate, select_cells
+from warmkernel.notebook.staleness import FileStamp, evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import documents, refusals
@@ -233,6 +236,7 @@ class Session:
         if self._notebook is not None:
             self._notebook.forget_kernel(self._generation)
         self._kernel, self._start_error, self._ready = None, None, anyio.Event()
+        self._start_began = time.monotonic()
         self._tg.start_soon(self._start_kernel, self._generation, self._ready)
 
     async def _start_kernel(self, generation: Generation, ready: anyio.Event) -> None:
@@ -328,8 +332,26 @@ class Session:
         assert self._kernel is not None
         return self._kernel
 
+    async def kernel_within(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the kernel to be ready (or its start to fail); False if it is
+        still starting then."""
+        with anyio.move_on_after(timeout_s):
+            await self.kernel()
+            return True
+        return False
+
+    def _starting(self) -> str:
+        """How the kernel start goes: the step a remote start waits on, and for how long."""
+        step = self._launcher.step if isinstance(self._launcher, RemoteLauncher) else ""
+        elapsed = f"{time.monotonic() - self._start_began:.0f} s"
+        return f"{step}, {elapsed}" if step else elapsed
+
     def kernel_info(self) -> KernelInfo:
-        spares = self._launcher.ready if isinstance(self._launcher, SpareLauncher) else None
+        spares = (
+            self._launcher.ready
+            if isinstance(self._launcher, SpareLauncher | RemoteLauncher) and self.settings.spare_kernels
+            else None
+        )
         if self.stopped is not None:
             return KernelInfo(self._generation, "stopped", self.stopped, spare_kernels_ready=spares)
         if self._start_error is not None:
@@ -337,7 +359,9 @@ class Session:
                 self._generation, "failed", self._start_error.message, spare_kernels_ready=spares
             )
         if self._kernel is None:
-            return KernelInfo(self._generation, "starting", spare_kernels_ready=spares)
+            return KernelInfo(
+                self._generation, "starting", spare_kernels_ready=spares, starting=self._starting()
+            )
         return KernelInfo(
             self._generation,
             "ready",
@@ -786,11 +810,23 @@ class Session:
         notebook = await anyio.to_thread.run_sync(read_cells, located)
         binding = self._bind(located)
         current = await self._fetch_notebook_facts(binding)
-        paths, known = binding.stamp_request()
-        stamps = await anyio.to_thread.run_sync(stamp_files, paths, known)
+        stamps = await self._stamp_files(*binding.stamp_request())
         running = self._running.record.cell_id if self._running is not None else None
         status = evaluate(notebook.cells, binding.facts(stamps, running))
         return NotebookView(binding.shown, notebook, status, current, dict(binding.unsaved))
+
+    async def _stamp_files(self, paths: set[str], known: dict[str, FileStamp]) -> dict[str, FileStamp | None]:
+        """The files' stamps now: here, or for a kernel on a Jupyter server, inside it (on its
+        machine). While a cell runs there, the known stamps stand and the rest wait."""
+        if self.settings.jupyter_url is None:
+            return await anyio.to_thread.run_sync(stamp_files, paths, known)
+        async with self._inspection_lock:
+            if self._running is not None or not paths:
+                return {path: known[path] for path in paths if path in known}
+            kernel = await self.kernel()
+            expression = kernel_stamps_expression(paths, known)
+            answer = await self._evaluate_silently(kernel, expression, "file stamps")
+        return read_kernel_stamps(_notebook_answer(answer))
 
     async def run_notebook_cells(
         self, path: str, cells: str | list[str | int], *, stop_on_error: bool, client: str = ""

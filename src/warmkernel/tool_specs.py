@@ -93,6 +93,7 @@ EXECUTION_REPLY: dict[str, JsonType] = {
     "prompt": "string",
     "password": "boolean",
     "joined": "object",
+    "kernel_starting": "string",
 }
 """A run or wait reply: the record's facts, then the output, or where a running cell is, or its prompt."""
 EXECUTIONS = 'Which executions: numbers and inclusive ranges joined by commas, e.g. "3,5-9", or one number.'
@@ -141,6 +142,7 @@ TOOLS: tuple[Tool, ...] = (
             "workspace_resolution": "string",
             "interpreter": "string",
             "kernel_state": "string",
+            "kernel_starting": "string",
             "kernel_pid": "integer",
             "connection_file": "string",
             "kernel_server_url": "string",

@@ -1,9 +1,10 @@
-"""Kernels on a real Jupyter Server (`--jupyter-url`): the core cases, deletion, restarts, reconnects.
+"""Kernels on real Jupyter servers (`--jupyter-url`): Jupyter Server, Kernel Gateway, Enterprise Gateway.
 
-The server (warmkernel's own, as `start --serve` runs it) serves the whole module on a free
-loopback port with a token. Every test reaches it
-through a small TCP relay, so a test can cut warmkernel's connections (the websocket drops) while
-the server and its kernel live on.
+The core cases run against each of the three, each started once for the module on a free loopback
+port with a token (`tests/jupyter_servers.py`). Every test reaches its server through a small TCP
+relay, so a test can cut warmkernel's connections (the websocket drops) while the server and its
+kernel live on. The shared Kernel Gateway culls kernels idle for 2 s that nobody is connected
+to, so every test on it also shows that the websocket warmkernel holds keeps its kernel alive.
 """
 
 from __future__ import annotations
@@ -12,109 +13,89 @@ import contextlib
 import re
 import socket
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import anyio.abc
-import httpx2
+import nbformat
 import pytest
 from mcp import Client
 
+from tests.jupyter_servers import (
+    JupyterServer,
+    Relay,
+    Tls,
+    enterprise_gateway,
+    jupyter_server,
+    kernel_gateway,
+    relay_to,
+)
 from tests.mcp.calls import call, call_error, run
 from tests.mcp.conftest import FreshClient
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
-from warmkernel.jupyter_host import owned_jupyter_server
 from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
-pytestmark = pytest.mark.anyio
+# Enterprise Gateway's own environment is built from PyPI on a machine's first run.
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+
+SERVERS = ("jupyter_server", "kernel_gateway", "enterprise_gateway")
+CULL = {"cull_idle_timeout": 2, "cull_interval": 1}
 
 
-@dataclass
-class JupyterServer:
-    url: str
-    token: str
-    root: Path
+class Servers:
+    """The module's servers, each started on first use and stopped with the module."""
 
-    def api(self) -> httpx2.Client:
-        headers = {"Authorization": f"token {self.token}"}
-        return httpx2.Client(base_url=self.url, headers=headers, timeout=30, trust_env=False)
+    def __init__(self, stack: AsyncExitStack, tmp: pytest.TempPathFactory) -> None:
+        self._stack = stack
+        self._tmp = tmp
+        self._running: dict[str, JupyterServer] = {}
 
-    def kernel_ids(self) -> list[str]:
-        with self.api() as api:
-            return [kernel["id"] for kernel in api.get("api/kernels").raise_for_status().json()]
+    async def get(self, kind: str) -> JupyterServer:
+        if kind not in self._running:
+            root = self._tmp.mktemp(kind)
+            started: AbstractAsyncContextManager[JupyterServer] = {
+                "jupyter_server": lambda: jupyter_server(root),
+                "kernel_gateway": lambda: kernel_gateway(root, cull=CULL),
+                "enterprise_gateway": lambda: enterprise_gateway(root),
+            }[kind]()
+            self._running[kind] = await self._stack.enter_async_context(started)
+        return self._running[kind]
 
 
 @pytest.fixture(scope="module")
-async def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[JupyterServer]:
-    root = tmp_path_factory.mktemp("jupyter-root")
-    async with owned_jupyter_server(root) as host:
-        yield JupyterServer(host.url, host.token, root)
+async def servers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Servers]:
+    async with AsyncExitStack() as stack:
+        yield Servers(stack, tmp_path_factory)
 
 
-@dataclass
-class Relay:
-    """Forwards loopback TCP connections to the Jupyter server; `cut()` drops the open ones."""
-
-    target_port: int
-    port: int = 0
-    _streams: list[anyio.abc.SocketStream] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started()
-        async with listener:
-            await listener.serve(self._relay)
-
-    async def _relay(self, incoming: anyio.abc.SocketStream) -> None:
-        async with incoming, await anyio.connect_tcp("127.0.0.1", self.target_port) as outgoing:
-            self._streams += [incoming, outgoing]
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pipe, incoming, outgoing, tg.cancel_scope)
-                await self._pipe(outgoing, incoming, tg.cancel_scope)
-
-    @staticmethod
-    async def _pipe(
-        source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream, scope: anyio.CancelScope
-    ) -> None:
-        try:
-            async for chunk in source:
-                await sink.send(chunk)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        scope.cancel()
-
-    async def cut(self) -> None:
-        streams, self._streams = self._streams, []
-        for stream in streams:
-            await stream.aclose()
+@pytest.fixture(params=SERVERS)
+async def server(request: pytest.FixtureRequest, servers: Servers) -> JupyterServer:
+    return await servers.get(request.param)
 
 
 @pytest.fixture
-async def relay(jupyter_server: JupyterServer) -> AsyncIterator[Relay]:
-    port = int(jupyter_server.url.rsplit(":", 1)[1].strip("/"))
-    relay = Relay(port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(relay.serve)
+async def relay(server: JupyterServer) -> AsyncIterator[Relay]:
+    async with relay_to(server) as relay:
         yield relay
-        tg.cancel_scope.cancel()
+
+
+def remote(
+    fresh_client: FreshClient, relay: Relay, server: JupyterServer, **settings: object
+) -> AbstractAsyncContextManager[Client]:
+    """A fresh warmkernel server whose kernel lives on `server`, reached through `relay`."""
+    given = {"jupyter_url": relay.url, "jupyter_token": server.token} | server.settings | settings
+    return fresh_client(**given)
 
 
 @pytest.fixture
-def remote_client(fresh_client: FreshClient, relay: Relay, jupyter_server: JupyterServer) -> FreshClient:
-    """A fresh server whose kernel lives on the Jupyter server."""
+def remote_client(fresh_client: FreshClient, relay: Relay, server: JupyterServer) -> FreshClient:
+    def open_client(**settings: object) -> AbstractAsyncContextManager[Client]:
+        return remote(fresh_client, relay, server, **settings)
 
-    def open_client(**settings: object) -> object:
-        return fresh_client(jupyter_url=relay.url, jupyter_token=jupyter_server.token, **settings)
-
-    return open_client  # type: ignore[return-value]
+    return open_client
 
 
 async def kernel_id(client: Client) -> str:
@@ -124,18 +105,25 @@ async def kernel_id(client: Client) -> str:
     return match.group(1)
 
 
-async def wait_for_generation(client: Client, generation: int) -> str:
-    """Every python_status reply until that generation is ready (a notice is said only once)."""
-    replies = []
-    with anyio.fail_after(30):
-        while f"ready, generation {generation}" not in (replies or [""])[-1]:
+async def wait_for_status(client: Client, text: str, timeout_s: float = 30) -> str:
+    """Every python_status reply until one says `text` (a notice is said only once)."""
+    replies = [""]
+    with anyio.fail_after(timeout_s):
+        while text not in replies[-1]:
             await anyio.sleep(0.2)
             replies.append(await call(client, "python_status"))
     return "\n".join(replies)
 
 
-async def test_state_and_numbering_persist_on_the_server(
-    remote_client: FreshClient, jupyter_server: JupyterServer
+async def wait_for_generation(client: Client, generation: int) -> str:
+    return await wait_for_status(client, f"ready, generation {generation}")
+
+
+# -- the core cases, on every server -------------------------------------------------------------
+
+
+async def test_state_numbering_and_inspection_live_on_the_server(
+    remote_client: FreshClient, server: JupyterServer
 ) -> None:
     async with remote_client() as client:
         assert (await run(client, "import os\nx = 41"))[0] == 1
@@ -143,10 +131,11 @@ async def test_state_and_numbering_persist_on_the_server(
         assert number == 2 and "Out[2]: 42" in text
         status = await call(client, "python_status")
         assert "interpreter: kernelspec 'python3' of the Jupyter server" in status
-        assert f"kernel working directory: {jupyter_server.root}" in status
-        assert await kernel_id(client) in jupyter_server.kernel_ids()
+        assert f"kernel working directory: {server.root}" in status
+        assert await kernel_id(client) in server.kernel_ids()
         listing = await call(client, "list_python_variables")  # the kernel-side helper is there too
         assert any(line.split()[:2] == ["x", "int"] for line in listing.splitlines())
+        assert '"type": "int"' in await call(client, "inspect_python_variable", name="x")
 
 
 async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> None:
@@ -179,7 +168,7 @@ async def test_variables_are_inspected_beside_a_running_cell_through_the_server(
 
 
 async def test_reset_replaces_the_kernel_on_the_server(
-    remote_client: FreshClient, jupyter_server: JupyterServer
+    remote_client: FreshClient, server: JupyterServer
 ) -> None:
     async with remote_client() as client:
         await run(client, "a = 1")
@@ -188,27 +177,27 @@ async def test_reset_replaces_the_kernel_on_the_server(
         assert "generation 2" in reset
         second = await kernel_id(client)
         assert second != first
-        kernels = jupyter_server.kernel_ids()
+        kernels = server.kernel_ids()
         assert second in kernels and first not in kernels
         number, text = await run(client, "a")
         assert number == 2 and "NameError" in text
-    assert second not in jupyter_server.kernel_ids()  # the server session ended with its kernel
+    assert second not in server.kernel_ids()  # deleted with the session
 
 
 async def test_a_kernel_deleted_on_the_server_died_and_a_new_one_is_created(
-    remote_client: FreshClient, jupyter_server: JupyterServer
+    remote_client: FreshClient, server: JupyterServer
 ) -> None:
     async with remote_client() as client:
         await run(client, "b = 1")
-        with jupyter_server.api() as api:
+        with server.api() as api:
             api.delete(f"api/kernels/{await kernel_id(client)}").raise_for_status()
         status = await wait_for_generation(client, 2)
-        assert "the kernel (generation 1) died (it was deleted on the Jupyter server" in status
+        assert "the kernel (generation 1) died (it was deleted on the Jupyter server after" in status
         assert "NameError" in (await run(client, "b"))[1]
 
 
 async def test_a_kernel_the_server_restarted_after_a_crash_counts_as_died(
-    remote_client: FreshClient, jupyter_server: JupyterServer
+    remote_client: FreshClient, server: JupyterServer
 ) -> None:
     async with remote_client() as client:
         await run(client, "import os")
@@ -217,7 +206,7 @@ async def test_a_kernel_the_server_restarted_after_a_crash_counts_as_died(
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert "died (it died and the Jupyter server restarted it)" in text
         await wait_for_generation(client, 2)
-        assert first not in jupyter_server.kernel_ids()  # the restarted stranger was not left behind
+        assert first not in server.kernel_ids()  # the restarted stranger was not left behind
 
 
 async def test_a_dropped_websocket_reconnects_and_keeps_state_and_output(
@@ -230,16 +219,241 @@ async def test_a_dropped_websocket_reconnects_and_keeps_state_and_output(
         await relay.cut()
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert f"execution {number}: completed" in await call(client, "python_execution_status")
-        assert [line for line in text.splitlines()[1:] if line.strip()] == [str(i) for i in range(20)]
+        # What the server wrote into the dropping connection is lost; what it buffered is replayed,
+        # in order and once.
+        printed = [int(line) for line in text.splitlines()[1:] if line.strip()]
+        assert printed == sorted(set(printed)) and printed[-1] == 19 and len(printed) >= 10
         assert "Out[" in (await run(client, "c"))[1]
         assert "generation 1" in await call(client, "python_status")
 
 
-async def test_a_wrong_token_is_refused_with_the_fix(fresh_client: FreshClient, relay: Relay) -> None:
-    async with fresh_client(jupyter_url=relay.url, jupyter_token="wrong") as client:
+async def test_a_wrong_token_is_refused_with_the_fix(remote_client: FreshClient) -> None:
+    async with remote_client(jupyter_token="wrong") as client:
         code, message = await call_error(client, "run_python", freeform="1")
         assert code == "jupyter_server_refused"
-        assert "refused" in message and "--jupyter-token" in message
+        assert "(401)" in message or "(403" in message
+        assert "--jupyter-token" in message
+
+
+async def test_an_unknown_kernelspec_is_refused_with_the_ones_there_are(remote_client: FreshClient) -> None:
+    async with remote_client(kernel_name="no-such-spec") as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+        assert code == "jupyter_server_failed"
+        assert "has no kernelspec 'no-such-spec'; it has " in message and "python3" in message
+        assert "--kernel-name" in message
+
+
+# -- Enterprise Gateway: who the kernel runs as ---------------------------------------------------
+
+
+async def test_enterprise_gateway_refuses_an_unauthorized_user_and_says_its_rule(
+    fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eg = await servers.get("enterprise_gateway")
+    monkeypatch.delenv("KERNEL_USERNAME", raising=False)
+    async with relay_to(eg) as relay, fresh_client(jupyter_url=relay.url, jupyter_token=eg.token) as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_refused"
+    assert "(403: User '" in message and "is not authorized" in message and "KERNEL_USERNAME" in message
+
+
+async def test_enterprise_gateway_gets_the_username_and_the_kernel_environment(
+    fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eg = await servers.get("enterprise_gateway")
+    monkeypatch.setenv("KERNEL_TEAM", "blue")  # every KERNEL_* variable of ours goes along
+    async with (
+        relay_to(eg) as relay,
+        fresh_client(
+            jupyter_url=relay.url,
+            jupyter_token=eg.token,
+            kernel_username="agent",
+            kernel_env=("KERNEL_PROJECT=demo=1",),
+        ) as client,
+    ):
+        _, text = await run(
+            client,
+            "import os; [os.environ.get(n) for n in ('KERNEL_USERNAME', 'KERNEL_TEAM', 'KERNEL_PROJECT')]",
+        )
+    assert "['agent', 'blue', 'demo=1']" in text
+
+
+# -- slow starts ----------------------------------------------------------------------------------
+
+
+async def test_a_slow_create_shows_its_step_and_a_cell_waits_for_it(
+    fresh_client: FreshClient, servers: Servers
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    async with (
+        relay_to(kg, create_delay_s=3) as relay,
+        fresh_client(jupyter_url=relay.url, jupyter_token=kg.token, default_wait_s=0.5) as client,
+    ):
+        text = await call(client, "run_python", freeform="1")
+        assert "is still starting (pending on the gateway, " in text and "ran nothing" in text
+        assert "kernel: starting (pending on the gateway, " in await call(client, "python_status")
+        number, text = await run(client, "# warmkernel: --wait 30\n40 + 2")  # waits within its wait
+        assert number == 1 and "Out[1]: 42" in text
+
+
+@pytest.mark.parametrize(
+    ("delays", "expected"),
+    [
+        pytest.param(
+            {"create_delay_s": 6}, "did not create a 'python3' kernel within 3 s (step: create)", id="create"
+        ),
+        pytest.param(
+            {"channels_delay_s": 6}, "websocket within 3 s of its launch (step: websocket)", id="websocket"
+        ),
+    ],
+)
+async def test_a_start_past_the_launch_timeout_names_the_step_and_the_setting(
+    fresh_client: FreshClient, servers: Servers, delays: dict[str, float], expected: str
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    async with (
+        relay_to(kg, **delays) as relay,
+        fresh_client(jupyter_url=relay.url, jupyter_token=kg.token, kernel_launch_timeout_s=3) as client,
+    ):
+        code, message = await call_error(client, "run_python", freeform="# warmkernel: --wait 30\n1")
+        assert code == "kernel_start_failed"
+        assert expected in message and "raise --kernel-launch-timeout" in message
+        assert "kernel: failed" in await call(client, "python_status")
+
+
+# -- culling ----------------------------------------------------------------------------------------
+
+
+async def test_a_held_kernel_is_spared_by_a_culler_of_unconnected_kernels(
+    fresh_client: FreshClient, servers: Servers
+) -> None:
+    kg = await servers.get("kernel_gateway")  # culls idle kernels nobody is connected to
+    async with relay_to(kg) as relay, remote(fresh_client, relay, kg) as client:
+        await run(client, "held = 1")
+        with kg.api() as api:
+            unheld = api.post("api/kernels", json={"name": "python3"}).raise_for_status().json()["id"]
+        with anyio.fail_after(30):  # the culler has run past the idle timeout once this is gone
+            while True:
+                if unheld not in kg.kernel_ids():
+                    break
+                await anyio.sleep(0.5)
+        _, text = await run(client, "held")
+        assert "Out[2]: 1" in text
+        assert "ready, generation 1" in await call(client, "python_status")
+
+
+async def test_a_culled_kernel_died_with_its_idle_time_and_is_replaced(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    root = tmp_path / "culling"
+    root.mkdir()
+    async with (
+        kernel_gateway(root, cull={**CULL, "cull_connected": True}) as kg,
+        fresh_client(jupyter_url=kg.url, jupyter_token=kg.token) as client,
+    ):
+        await run(client, "gone = 1")
+        status = await wait_for_generation(client, 2)
+        assert re.search(r"died \(it was deleted on the Jupyter server after \d+ s idle \(culled", status)
+        assert "NameError" in (await run(client, "gone"))[1]
+
+
+# -- notebook mode --------------------------------------------------------------------------------
+
+
+async def stale_cells(client: Client, notebook: str) -> dict[str, tuple[str, ...]]:
+    result = await client.call_tool("notebook_status", {"path": notebook})
+    assert not result.is_error and result.structured_content is not None, result
+    cells = result.structured_content["cells"]
+    return {cell["id"]: tuple(cell["reasons"]) for cell in cells if cell["state"] != "fresh"}
+
+
+async def test_files_a_remote_kernel_read_are_stamped_by_it_and_make_their_readers_stale(
+    fresh_client: FreshClient, servers: Servers, tmp_path: Path
+) -> None:
+    js = await servers.get("jupyter_server")
+    data = tmp_path / "data.txt"
+    data.write_text("one")
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(f"text = open({str(data)!r}).read()", id="reads"),
+            nbformat.v4.new_code_cell("n = 1", id="other"),
+        ]
+    )
+    (tmp_path / "nb.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
+    async with relay_to(js) as relay, remote(fresh_client, relay, js, result_mode="structured") as client:
+        ran = await client.call_tool("run_notebook_cells", {"path": "nb.ipynb", "timeout_seconds": 60})
+        assert not ran.is_error, ran
+        assert await stale_cells(client, "nb.ipynb") == {}
+        data.write_text("two")
+        assert await stale_cells(client, "nb.ipynb") == {"reads": ("file_changed",)}
+        data.write_text("one")  # the content it read, with a new mtime: fresh again
+        assert await stale_cells(client, "nb.ipynb") == {}
+
+
+# -- spares, headers, tokens --------------------------------------------------------------------------
+
+
+async def test_spare_kernels_on_a_gateway_make_a_reset_a_swap_and_are_deleted_at_exit(
+    fresh_client: FreshClient, servers: Servers
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    async with relay_to(kg) as relay:
+        async with remote(fresh_client, relay, kg, spare_kernels=1) as client:
+            await run(client, "z = 1")
+            await wait_for_status(client, "spare kernels: 1 of 1 ready")
+            held = set(kg.kernel_ids())
+            assert "kernel generation 2 started" in await call(client, "reset_python")
+            assert await kernel_id(client) in held  # the spare, created before the reset
+            assert "NameError" in (await run(client, "z"))[1]
+            await wait_for_status(client, "spare kernels: 1 of 1 ready")
+            ours = set(kg.kernel_ids()) - held | {await kernel_id(client)}
+        assert not ours & set(kg.kernel_ids())  # the kernel and its spare were deleted
+
+
+async def test_extra_headers_go_with_every_request_and_the_websocket(
+    fresh_client: FreshClient, servers: Servers
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    async with relay_to(kg) as relay:
+        async with remote(fresh_client, relay, kg, jupyter_headers=("X-Proxy-Auth=let me in",)) as client:
+            await run(client, "1")
+        assert any(head.startswith("POST /api/kernels ") for head in relay.heads)
+        assert any("/channels?" in head.split("\r\n")[0] for head in relay.heads)
+        assert all("x-proxy-auth: let me in" in head.lower() for head in relay.heads)
+
+
+async def test_a_rotated_token_is_read_again_from_its_file_after_a_401(
+    fresh_client: FreshClient, servers: Servers, tmp_path: Path
+) -> None:
+    kg = await servers.get("kernel_gateway")  # answers a wrong token with 401
+    token_file = tmp_path / "token"
+    token_file.write_text("expired\n")
+    async with (
+        relay_to(kg) as relay,
+        fresh_client(jupyter_url=relay.url, jupyter_token_file=str(token_file)) as client,
+    ):
+        code, message = await call_error(client, "run_python", freeform="1")
+        assert code == "jupyter_server_refused"
+        assert f"the token in {token_file} was read again and is still refused" in message
+        token_file.write_text(kg.token + "\n")  # rotated
+        assert "kernel generation 2 started" in await call(client, "reset_python")
+        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
+
+
+async def test_an_https_server_is_trusted_by_the_ca_bundle_and_given_the_client_certificate(
+    fresh_client: FreshClient, tmp_path: Path
+) -> None:
+    tls = Tls.create(tmp_path)
+    root = tmp_path / "tls-root"
+    root.mkdir()
+    async with kernel_gateway(root, tls=tls) as kg:
+        trusted = {"jupyter_ca_bundle": str(tls.ca), "jupyter_client_cert": str(tls.client)}
+        async with fresh_client(jupyter_url=kg.url, jupyter_token=kg.token, **trusted) as client:
+            assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]  # REST and websocket, both over TLS
+        for untrusted in ({}, {"jupyter_ca_bundle": str(tls.ca)}):  # no trust; no client certificate
+            async with fresh_client(jupyter_url=kg.url, jupyter_token=kg.token, **untrusted) as client:
+                code, message = await call_error(client, "run_python", freeform="1")
+            assert code == "jupyter_server_unreachable" and kg.url in message
 
 
 async def test_a_server_that_does_not_answer_is_unreachable(fresh_client: FreshClient) -> None:
@@ -252,12 +466,24 @@ async def test_a_server_that_does_not_answer_is_unreachable(fresh_client: FreshC
     assert url in message
 
 
-async def test_a_jupyter_url_that_is_not_http_is_refused_at_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        pytest.param({"jupyter_url": "localhost:8888"}, "http:// or https:// URL", id="url"),
+        pytest.param({"kernel_env": ("NOEQUALS",)}, "--kernel-env takes NAME=VALUE", id="env"),
+        pytest.param({"jupyter_headers": ("=x",)}, "--jupyter-header takes NAME=VALUE", id="header"),
+        pytest.param({"jupyter_ca_bundle": "/no/such.pem"}, "cannot be used", id="ca-bundle"),
+    ],
+)
+async def test_settings_that_cannot_work_are_refused_at_start(
+    tmp_path: Path, settings: dict[str, object], expected: str
+) -> None:
+    config = Settings(**({"jupyter_url": "http://127.0.0.1:1/"} | settings))  # type: ignore[arg-type]
     with pytest.raises(WarmkernelError) as caught:
-        async with Kernels.open(Settings(jupyter_url="localhost:8888"), Workspace(tmp_path, "launch_cwd")):
+        async with Kernels.open(config, Workspace(tmp_path, "launch_cwd")):
             pass
     assert caught.value.code == "invalid_arguments"
-    assert "http:// or https:// URL" in caught.value.message
+    assert expected in caught.value.message
 
 
 _BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"

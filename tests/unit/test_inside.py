@@ -38,7 +38,14 @@ def test_the_check_catches_relative_warmkernel_and_third_party_imports() -> None
 
 
 def test_every_program_is_here() -> None:
-    assert {path.stem for path in FILES} == {"__init__", "common", "inspection", "notebook", "parent_watch"}
+    assert {path.stem for path in FILES} == {
+        "__init__",
+        "common",
+        "inspection",
+        "notebook",
+        "parent_watch",
+        "stamps",
+    }
 
 
 @pytest.mark.parametrize("path", BARE, ids=lambda path: path.name)

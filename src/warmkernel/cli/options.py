@@ -31,6 +31,8 @@ class _Option:
     metavar: str | None = None
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
+    repeat: bool = False
+    """Given once per value (`--kernel-env A=1 --kernel-env B=2`); the field holds them all."""
 
 
 def _count(text: str) -> int:
@@ -50,6 +52,30 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
+def _assignment(text: str) -> str:
+    """`NAME=VALUE` (the value may be empty or hold `=`)."""
+    name, equals, _ = text.partition("=")
+    if not equals or not name.strip() or name != name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return text
+
+
+def _path(text: str) -> str:
+    """A file path, made absolute here: the daemon that reads it runs in the workspace."""
+    return os.path.abspath(text)
 
 
 _OPTIONS = (
@@ -123,8 +149,8 @@ _OPTIONS = (
         "--spare-kernels",
         "spare_kernels",
         "kernel",
-        "fresh kernels kept started in the background, so that a reset swaps one in at once "
-        "(a spare started before a package was installed is replaced)",
+        "fresh kernels kept started in the background (locally, or on --jupyter-url), so that a reset "
+        "swaps one in at once (a local spare started before a package was installed is replaced)",
         "N",
         _count,
     ),
@@ -152,6 +178,84 @@ _OPTIONS = (
         "URL",
     ),
     _Option("--kernel-name", "kernel_name", "kernel", "kernelspec the Jupyter server starts", "NAME"),
+    _Option(
+        "--kernel-username",
+        "kernel_username",
+        "kernel",
+        "KERNEL_USERNAME sent when creating a kernel on --jupyter-url; Enterprise Gateway authorizes "
+        "(and may impersonate) by it (default: $KERNEL_USERNAME, else your user name)",
+        "NAME",
+    ),
+    _Option(
+        "--kernel-working-dir",
+        "kernel_working_dir",
+        "kernel",
+        "KERNEL_WORKING_DIR sent when creating a kernel: its working directory, a path on the server's side",
+        "PATH",
+    ),
+    _Option(
+        "--kernel-env",
+        "kernel_env",
+        "kernel",
+        "a variable of the kernel's environment sent when creating it, e.g. KERNEL_IMAGE=repo/image:tag "
+        "or KERNEL_NAMESPACE=ml (repeatable; every KERNEL_* variable of this environment goes too)",
+        "NAME=VALUE",
+        _assignment,
+        repeat=True,
+    ),
+    _Option(
+        "--kernel-launch-timeout",
+        "kernel_launch_timeout_s",
+        "kernel",
+        "how long creating a kernel on --jupyter-url and its first reply may take (a gateway may pull an "
+        "image first); run_python meanwhile replies that the kernel is still starting",
+        "SECONDS",
+        _seconds,
+    ),
+    _Option(
+        "--jupyter-header",
+        "jupyter_headers",
+        "kernel",
+        "a header sent with every request and websocket to --jupyter-url, e.g. for a proxy in front of it "
+        "(repeatable; shown in the process list: keep secrets in the token)",
+        "NAME=VALUE",
+        _assignment,
+        repeat=True,
+    ),
+    _Option(
+        "--jupyter-ca-bundle",
+        "jupyter_ca_bundle",
+        "kernel",
+        "PEM file of the certificate authorities an https --jupyter-url is checked against (REST and "
+        "websocket alike)",
+        "PATH",
+        _path,
+    ),
+    _Option(
+        "--jupyter-client-cert",
+        "jupyter_client_cert",
+        "kernel",
+        "PEM client certificate (with its key, or see --jupyter-client-key) for a server that asks for one",
+        "PATH",
+        _path,
+    ),
+    _Option(
+        "--jupyter-client-key",
+        "jupyter_client_key",
+        "kernel",
+        "PEM private key of --jupyter-client-cert, when it is in a file of its own",
+        "PATH",
+        _path,
+    ),
+    _Option(
+        "--jupyter-token-file",
+        "jupyter_token_file",
+        "kernel",
+        "file holding the token of --jupyter-url, read again whenever the server answers 401, so a "
+        "rotated token is picked up",
+        "PATH",
+        _path,
+    ),
     _Option(
         "--max-images", "max_images_per_reply", "reply", "images one reply shows; the rest named", "N", int
     ),
@@ -182,7 +286,8 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             type=option.type,
             metavar=option.metavar,
             choices=option.choices,
-            help=option.help + _default_text(getattr(defaults, option.field)),
+            action="append" if option.repeat else "store",
+            help=option.help + ("" if option.repeat else _default_text(getattr(defaults, option.field))),
         )
     kernel.add_argument(
         "--no-save-outputs",
@@ -261,7 +366,8 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
         item
         for option in _OPTIONS
         if option.scope == "kernel" and getattr(args, option.field, None) is not None
-        for item in (option.flag, str(getattr(args, option.field)))
+        for value in (getattr(args, option.field) if option.repeat else [getattr(args, option.field)])
+        for item in (option.flag, str(value))
     ]
     if getattr(args, "save_outputs", None) is False:
         flags.append("--no-save-outputs")
@@ -297,6 +403,11 @@ def daemon_environment(args: argparse.Namespace) -> dict[str, str]:
 def settings_from(args: argparse.Namespace) -> Settings:
     """A server's settings: the defaults, and the options given on its command line."""
     given = _given(args, "kernel") | _given(args, "reply")
+    given |= {
+        option.field: tuple(given[option.field])
+        for option in _OPTIONS
+        if option.field in given and option.repeat
+    }
     if getattr(args, "save_outputs", None) is not None:
         given["save_outputs"] = args.save_outputs
     return Settings(jupyter_token=_jupyter_token(args), **given)

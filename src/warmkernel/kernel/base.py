@@ -78,6 +78,8 @@ class KernelInfo:
     generation: Generation
     state: str
     """`starting`, `ready` or `failed`."""
+    starting: str = ""
+    """While starting: what the start waits on and for how long (`pending on the gateway, 45 s`)."""
     error: str = ""
     place: KernelPlace = field(default_factory=KernelPlace)
     spare_kernels_ready: int | None = None
@@ -131,13 +133,15 @@ class Kernel(ABC):
         """Stop routing messages of this kernel (after it has exited)."""
         self._scope.cancel()
 
-    async def _handshake(self) -> None:
+    async def _handshake(self, timeout_s: float = START_TIMEOUT_S, extend: str = "") -> None:
+        """Return once the kernel answers on shell and IOPub; `kernel_start_failed` past `timeout_s`
+        (its message names `extend`, the setting that gives more time, if there is one)."""
         # One kernel_info request at a time: a request that reaches ipykernel 7 while it sends
         # a reply could go unread (ipykernel#1554), so the next one waits for the last reply.
         # A SUB socket misses what was published before it joined, so ask again until one
         # request's status reaches IOPub (as jupyter_client's wait_for_ready does).
         answered = False
-        with anyio.move_on_after(START_TIMEOUT_S) as deadline:
+        with anyio.move_on_after(timeout_s) as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._cancel_on_exit, tg.cancel_scope)
                 while True:
@@ -164,7 +168,7 @@ class Kernel(ABC):
             missing = "nothing reached IOPub" if answered else "no kernel_info reply"
             raise WarmkernelError(
                 "kernel_start_failed",
-                f"the kernel did not answer within {START_TIMEOUT_S:.0f} s ({missing})\n"
+                f"the kernel did not answer kernel_info within {timeout_s:.0f} s ({missing}){extend}\n"
                 + self.start_failure_detail(),
             )
 

@@ -8,8 +8,9 @@ pays nothing for it. `NotebookBinding` decides what to ask and keeps what it lea
 
 from __future__ import annotations
 
+import ast
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,26 @@ def read_facts(answer: str) -> NotebookFacts:
             for key, files in facts["files"].items()
         },
     )
+
+
+Stamp = tuple[int, int, str]
+"""A file's size, mtime_ns and content hash."""
+
+
+def stamps_expression(paths: Iterable[str], known: Mapping[str, Stamp], hash_limit: int) -> str:
+    """The expression that stamps `paths` inside the kernel (for a kernel on another machine),
+    reusing the `known` stamps of files whose size and mtime did not change."""
+    given = {path: list(stamp) for path, stamp in known.items()}
+    return inside.run_once("stamps", f"stamp({sorted(paths)!r}, {given!r}, {hash_limit})")
+
+
+def read_stamps(answer: str) -> dict[str, Stamp | None]:
+    """Each path's stamp as the kernel took it; None: missing there."""
+    try:
+        stamps = json.loads(ast.literal_eval(answer))
+    except (ValueError, SyntaxError) as exc:
+        raise WarmkernelError("internal_error", f"the kernel sent no file stamps: {answer[:200]!r}") from exc
+    return {path: (stamp[0], stamp[1], stamp[2]) if stamp else None for path, stamp in stamps.items()}
 
 
 def _json(answer: str) -> dict[str, Any]:

@@ -1,190 +1,81 @@
 """Kernels on a Jupyter Server, Kernel Gateway or Enterprise Gateway.
 
-The kernel is created, interrupted and deleted through the server's REST API (`/api/kernels`,
-`/api/sessions`), with httpx2, the HTTP client the MCP SDK already brings. Its channels travel
-over the server's kernel websocket in the JSON message format every server and gateway speaks,
-with tornado's websocket client (already required by jupyter_client; jupyter_server's own
-gateway client uses it too). jupyter_server's gateway classes are not used: they are
-server-side managers configured through a running server application, not a client.
+The kernel is created, interrupted and deleted through the server's REST API (`jupyter_api`);
+its channels travel over the server's kernel websocket in the JSON message format every server
+and gateway speaks. jupyter_server's gateway classes are not used: they are server-side managers
+configured through a running server application, not a client.
 
-A lost websocket reconnects with the same session id, so the server replays what it buffered
-meanwhile. A kernel deleted or culled on the server, or one the server had to restart after it
-died, ends this kernel's generation: the session reports it as died and starts a new one.
+Creating a kernel on a gateway can take minutes (Kubernetes pulls an image): the create, the
+websocket and the first `kernel_info` share one launch timeout, and the launcher says which step
+it is waiting on. The websocket stays open while the kernel is held, so a server that culls only
+unconnected kernels spares it. A lost websocket reconnects with the same session id, so the
+server replays what it buffered meanwhile. A kernel deleted or culled on the server, or one the
+server had to restart after it died, ends this kernel's generation: the session reports it as
+died and starts a new one.
 """
 
 from __future__ import annotations
 
 import ast
-import ipaddress
 import json
 import logging
+import os
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
 import anyio.abc
-import httpx2
 from jupyter_client.jsonutil import json_default
-from tornado.httpclient import HTTPClientError, HTTPRequest
-from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
+from tornado.websocket import WebSocketClientConnection, WebSocketClosedError
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, Outgoing, Route
+from warmkernel.kernel.jupyter_api import (
+    REQUEST_TIMEOUT_S,
+    JupyterApi,
+    ServerTimeout,
+    kernel_environment,
+    local_user,
+)
 from warmkernel.types import Generation
 
 log = logging.getLogger(__name__)
 
-_REQUEST_TIMEOUT_S = 30.0
 _RECONNECT_GIVE_UP_S = 60.0
 """How long an unreachable server may stay unreachable before its kernel counts as lost."""
 _RECONNECT_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 5.0)
-_PING_INTERVAL_S = 20.0
 _LIVENESS_POLL_S = 3.0
-_DELETED = "it was deleted on the Jupyter server (culled, or shut down there)"
-_MAX_MESSAGE_BYTES = 1 << 30  # a cell's output can be large; the server sends it as one message
+_EXTEND = "; raise --kernel-launch-timeout (a gateway may be pulling the kernel's image)"
 _GONE_STATES = {
     "restarting": "it died and the Jupyter server restarted it",
     "dead": "it died and the Jupyter server could not restart it",
 }
 
 
-def check_jupyter_url(url: str) -> None:
-    """`invalid_arguments` unless `url` is an http(s) URL with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise WarmkernelError(
-            "invalid_arguments", f"--jupyter-url takes an http:// or https:// URL, not {url!r}"
-        )
-
-
-def is_loopback(url: str) -> bool:
-    """Whether `url` names this machine's loopback interface."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class JupyterApi:
-    """The REST calls warmkernel makes on one Jupyter server, with its token."""
-
-    def __init__(self, url: str, token: str | None) -> None:
-        self.url = url if url.endswith("/") else url + "/"
-        self._headers = {"Authorization": f"token {token}"} if token else {}
-        # A proxy from the environment serves a remote server, never a loopback one: it would see
-        # the token, and it cannot reach this machine's loopback anyway.
-        self._http = httpx2.AsyncClient(
-            base_url=self.url,
-            headers=self._headers,
-            timeout=_REQUEST_TIMEOUT_S,
-            trust_env=not is_loopback(self.url),
-        )
-
-    async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> httpx2.Response:
-        try:
-            response = await self._http.request(method, path, json=body)
-        except httpx2.HTTPError as exc:
-            raise WarmkernelError(
-                "jupyter_server_unreachable", f"could not reach the Jupyter server at {self.url}: {exc}"
-            ) from exc
-        if response.status_code in (401, 403):
-            raise WarmkernelError(
-                "jupyter_server_refused",
-                f"the Jupyter server at {self.url} refused the request ({response.status_code}); "
-                "give its token with --jupyter-token or WARMKERNEL_JUPYTER_TOKEN",
-            )
-        return response
-
-    def _check(self, response: httpx2.Response, what: str) -> dict[str, Any]:
-        if response.is_success:
-            return response.json() if response.content else {}
-        try:
-            reason = response.json().get("message") or response.text
-        except ValueError:
-            reason = response.text
-        raise WarmkernelError(
-            "jupyter_server_failed", f"{what} failed on {self.url}: {response.status_code} {reason}".strip()
-        )
-
-    async def create_kernel(self, kernel_name: str) -> str:
-        # path "" is the server's root directory, its notion of the workspace; without it a
-        # Jupyter Server starts the kernel wherever the server process happens to run.
-        response = await self._call("POST", "api/kernels", {"name": kernel_name, "path": ""})
-        return str(self._check(response, f"starting a {kernel_name!r} kernel")["id"])
-
-    async def open_notebook_session(self, notebook: str, kernel_name: str) -> tuple[str, str]:
-        """(session id, kernel id) of the notebook's server session, created if there is none."""
-        body = {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": kernel_name}}
-        response = await self._call("POST", "api/sessions", body)
-        model = self._check(response, f"opening a session for {notebook}")
-        return str(model["id"]), str(model["kernel"]["id"])
-
-    async def replace_session_kernel(self, session_id: str, kernel_name: str) -> str:
-        """Give the session a new kernel (the server shuts the old one down); its id."""
-        response = await self._call("PATCH", f"api/sessions/{session_id}", {"kernel": {"name": kernel_name}})
-        return str(self._check(response, f"replacing the kernel of session {session_id}")["kernel"]["id"])
-
-    async def kernel_exists(self, kernel_id: str) -> bool:
-        response = await self._call("GET", f"api/kernels/{kernel_id}")
-        if response.status_code == 404:
-            return False
-        self._check(response, f"looking up kernel {kernel_id}")
-        return True
-
-    async def interrupt(self, kernel_id: str) -> None:
-        self._check(await self._call("POST", f"api/kernels/{kernel_id}/interrupt"), "interrupting the kernel")
-
-    async def delete(self, kernel_id: str) -> None:
-        response = await self._call("DELETE", f"api/kernels/{kernel_id}")
-        if response.status_code != 404:
-            self._check(response, f"deleting kernel {kernel_id}")
-
-    async def connect_channels(self, kernel_id: str, channel_session: str) -> WebSocketClientConnection:
-        parts = urlsplit(self.url)
-        scheme = "wss" if parts.scheme == "https" else "ws"
-        path = f"{parts.path}api/kernels/{kernel_id}/channels?session_id={quote(channel_session)}"
-        request = HTTPRequest(
-            urlunsplit((scheme, parts.netloc, path, "", "")),
-            headers=self._headers,
-            connect_timeout=_REQUEST_TIMEOUT_S,
-        )
-        try:
-            return await websocket_connect(
-                request,
-                ping_interval=_PING_INTERVAL_S,
-                max_message_size=_MAX_MESSAGE_BYTES,
-            )
-        except (OSError, HTTPClientError) as exc:
-            raise WarmkernelError(
-                "jupyter_server_unreachable",
-                f"could not open kernel {kernel_id}'s channels on {self.url}: {exc}",
-            ) from exc
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-
 class WebsocketTransport:
     """A kernel's channels over its server's websocket, reconnected when the connection drops."""
 
-    def __init__(self, api: JupyterApi, kernel_id: str) -> None:
+    def __init__(self, api: JupyterApi, kernel_id: str, connect_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._api = api
         self._kernel_id = kernel_id
+        self._connect_timeout_s = connect_timeout_s
+        """How long the first connection may take (part of the launch timeout)."""
         self._channel_session = uuid.uuid4().hex  # the same on every reconnect: the server replays its buffer
         self._connection: WebSocketClientConnection | None = None
         self._unsent: list[str] = []
+        self._last_activity = time.monotonic()
+        """When a message last went to or came from the kernel (what a server's culler counts)."""
         self.gone_reason = ""
         """Why the kernel is gone, once `run` has returned by itself."""
 
     async def run(self, route: Route, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._connection = await self._api.connect_channels(self._kernel_id, self._channel_session)
+        self._connection = await self._api.connect_channels(
+            self._kernel_id, self._channel_session, self._connect_timeout_s
+        )
         task_status.started()
         try:
             async with anyio.create_task_group() as tg:
@@ -205,12 +96,21 @@ class WebsocketTransport:
                 if not await self._reconnect():
                     return
                 continue
+            self._last_activity = time.monotonic()
             msg = json.loads(text)
             content = msg.get("content") or {}
             if msg.get("msg_type") == "status" and content.get("execution_state") in _GONE_STATES:
                 self.gone_reason = _GONE_STATES[content["execution_state"]]
                 return
             route(str(msg.get("channel", "")), msg)
+
+    def _deleted(self) -> str:
+        # Servers do not say why they deleted a kernel: an idle one was most likely culled.
+        idle_s = time.monotonic() - self._last_activity
+        return (
+            f"it was deleted on the Jupyter server after {idle_s:.0f} s idle "
+            "(culled by the server, or shut down there)"
+        )
 
     async def _watch_kernel(self, scope: anyio.CancelScope) -> None:
         """A server keeps the websocket open when it deletes or culls the kernel: ask it now and then."""
@@ -221,7 +121,7 @@ class WebsocketTransport:
             except WarmkernelError:
                 continue  # unreachable: the websocket closes too, and reconnecting decides
             if not exists:
-                self.gone_reason = _DELETED
+                self.gone_reason = self._deleted()
                 scope.cancel()
                 return
 
@@ -235,13 +135,13 @@ class WebsocketTransport:
             while True:
                 try:
                     if not await self._api.kernel_exists(self._kernel_id):
-                        self.gone_reason = _DELETED
+                        self.gone_reason = self._deleted()
                         return False
                     self._connection = await self._api.connect_channels(
                         self._kernel_id, self._channel_session
                     )
-                except WarmkernelError as exc:
-                    log.warning("kernel %s: reconnecting: %s", self._kernel_id, exc.message)
+                except (WarmkernelError, TimeoutError) as exc:
+                    log.warning("kernel %s: reconnecting: %s", self._kernel_id, exc)
                     await anyio.sleep(_RECONNECT_DELAYS_S[min(attempt, len(_RECONNECT_DELAYS_S) - 1)])
                     attempt += 1
                     continue
@@ -256,6 +156,7 @@ class WebsocketTransport:
         return False
 
     def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
+        self._last_activity = time.monotonic()
         text = json.dumps({**msg, "channel": channel}, default=json_default)
         if self._connection is None:
             self._unsent.append(text)  # sent once the channels reconnect
@@ -290,13 +191,35 @@ class RemoteKernel(Kernel):
 
     @classmethod
     async def connect(
-        cls, tg: anyio.abc.TaskGroup, api: JupyterApi, kernel_id: str, generation: Generation
+        cls,
+        tg: anyio.abc.TaskGroup,
+        api: JupyterApi,
+        kernel_id: str,
+        generation: Generation,
+        *,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        on_step: Callable[[str], None] | None = None,
     ) -> RemoteKernel:
-        """Open the kernel's channels and return once it answers on shell and IOPub."""
-        kernel = cls(generation, tg, api, kernel_id, WebsocketTransport(api, kernel_id))
+        """Open the kernel's channels and return once it answers on shell and IOPub, within `timeout_s`.
+
+        `on_step(name)` is told each step as it begins (`websocket`, then `kernel_info`).
+        """
+        deadline = time.monotonic() + timeout_s
+        kernel = cls(generation, tg, api, kernel_id, WebsocketTransport(api, kernel_id, timeout_s))
         try:
-            await tg.start(kernel._supervise)
-            await kernel._handshake()
+            if on_step is not None:
+                on_step("websocket")
+            try:
+                await tg.start(kernel._supervise)
+            except TimeoutError:
+                raise WarmkernelError(
+                    "kernel_start_failed",
+                    f"the Jupyter server at {api.url} did not open kernel {kernel_id}'s websocket "
+                    f"within {timeout_s:.0f} s of its launch (step: websocket){_EXTEND}",
+                ) from None
+            if on_step is not None:
+                on_step("kernel_info")
+            await kernel._handshake(max(deadline - time.monotonic(), 1.0), _EXTEND + " (step: kernel_info)")
             reply = await kernel.run_silently("", user_expressions={"cwd": "__import__('os').getcwd()"})
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -315,7 +238,7 @@ class RemoteKernel(Kernel):
                 await self.channel.run(task_status=task_status)
                 # The transport returned by itself: the kernel is gone. A restarted one is
                 # a stranger with an empty namespace; it is not left running on the server.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(_REQUEST_TIMEOUT_S):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(REQUEST_TIMEOUT_S):
                     await self._delete()
         finally:
             self.exited.set()
@@ -351,7 +274,7 @@ class RemoteKernel(Kernel):
     async def kill(self) -> None:
         """Stop routing, then delete the kernel on the server."""
         await self.detach()
-        with anyio.move_on_after(_REQUEST_TIMEOUT_S):
+        with anyio.move_on_after(REQUEST_TIMEOUT_S):
             await self._delete()
 
     async def detach(self) -> None:
@@ -362,20 +285,80 @@ class RemoteKernel(Kernel):
 
 
 class RemoteLauncher:
-    """Creates each generation's kernel on the Jupyter server named by the settings."""
+    """Creates each generation's kernel on the Jupyter server named by the settings.
+
+    With `spare_kernels`, that many kernels are created and connected ahead of need (not in a
+    notebook's server session), so a reset takes a round trip instead of a launch; they are
+    deleted at exit.
+    """
 
     def __init__(self, tg: anyio.abc.TaskGroup, settings: Settings) -> None:
-        assert settings.jupyter_url is not None
         self._tg = tg
-        self._api = JupyterApi(settings.jupyter_url, settings.jupyter_token)
+        self._api = JupyterApi(settings)
         self._kernel_name = settings.kernel_name
+        self._env = kernel_environment(settings, os.environ, local_user())
+        self._launch_timeout_s = settings.kernel_launch_timeout_s
         self._notebook = settings.jupyter_notebook
         self._notebook_session: str | None = None
         """The notebook's server session, once opened: an IDE showing the notebook follows it."""
         self._successor: str | None = None
         """The kernel the session got when the last one was retired, for the next start."""
+        self._spare_count = settings.spare_kernels if self._notebook is None else 0
+        self._spares: list[RemoteKernel] = []
+        """Spare kernels connected and waiting, oldest first."""
+        self._spares_starting = 0
+        self._launches: set[anyio.CancelScope] = set()
+        """The launches under way; `aclose` cancels them, and their clean-up deletes their kernels."""
+        self._no_launches = anyio.Event()
+        self._no_launches.set()
+        self._closed = False
+        self.step = ""
+        """What the kernel start waits on now, for python_status; "" when none is under way."""
+
+    @property
+    def ready(self) -> int:
+        """Spare kernels connected and alive, waiting for a reset."""
+        return sum(1 for kernel in self._spares if not kernel.exited.is_set())
 
     async def start(self, generation: Generation) -> RemoteKernel:
+        try:
+            kernel = self._take_spare() or await self._launch(generation, self._set_step)
+        finally:
+            self.step = ""
+            self._refill()
+        kernel.generation = generation
+        return kernel
+
+    def _set_step(self, step: str) -> None:
+        self.step = {
+            "create": "pending on the gateway",
+            "websocket": "opening the kernel's websocket",
+            "kernel_info": "waiting for the kernel's first reply",
+        }[step]
+
+    async def _launch(
+        self, generation: Generation, on_step: Callable[[str], None] | None = None
+    ) -> RemoteKernel:
+        """Create (or take over) a kernel and connect to it, all within the launch timeout."""
+        if self._closed:
+            raise WarmkernelError("kernel_start_failed", "warmkernel is shutting down")
+        with anyio.CancelScope() as scope:
+            self._launches.add(scope)
+            self._no_launches = anyio.Event()
+            try:
+                return await self._create_and_connect(generation, on_step)
+            finally:
+                self._launches.discard(scope)
+                if not self._launches:
+                    self._no_launches.set()
+        raise WarmkernelError("kernel_start_failed", "warmkernel shut down while the kernel started")
+
+    async def _create_and_connect(
+        self, generation: Generation, on_step: Callable[[str], None] | None
+    ) -> RemoteKernel:
+        began = time.monotonic()
+        if on_step is not None:
+            on_step("create")
         if self._successor is not None:
             kernel_id, self._successor = self._successor, None
         elif self._notebook is not None:
@@ -383,8 +366,49 @@ class RemoteLauncher:
                 self._notebook, self._kernel_name
             )
         else:
-            kernel_id = await self._api.create_kernel(self._kernel_name)
-        return await RemoteKernel.connect(self._tg, self._api, kernel_id, generation)
+            kernel_id = await self._create()
+        remaining = max(self._launch_timeout_s - (time.monotonic() - began), 1.0)
+        return await RemoteKernel.connect(
+            self._tg, self._api, kernel_id, generation, timeout_s=remaining, on_step=on_step
+        )
+
+    async def _create(self) -> str:
+        try:
+            return await self._api.create_kernel(self._kernel_name, self._env, self._launch_timeout_s)
+        except ServerTimeout:
+            raise WarmkernelError(
+                "kernel_start_failed",
+                f"the Jupyter server at {self._api.url} did not create a {self._kernel_name!r} kernel "
+                f"within {self._launch_timeout_s:.0f} s (step: create){_EXTEND}",
+            ) from None
+
+    def _take_spare(self) -> RemoteKernel | None:
+        while self._spares:
+            kernel = self._spares.pop(0)
+            if not kernel.exited.is_set():
+                return kernel
+            log.warning("spare kernel %s is gone (%s)", kernel.kernel_id, kernel.exit_reason())
+        return None
+
+    def _refill(self) -> None:
+        missing = self._spare_count - len(self._spares) - self._spares_starting
+        for _ in range(0 if self._closed else missing):
+            self._spares_starting += 1
+            self._tg.start_soon(self._make_spare)
+
+    async def _make_spare(self) -> None:
+        try:
+            kernel = await self._launch(Generation(0))
+            if self._closed:
+                await kernel.kill()
+            else:
+                self._spares.append(kernel)
+        except WarmkernelError as exc:
+            log.warning("a spare kernel was not created: %s", exc.message)
+        except Exception:
+            log.exception("a spare kernel was not created")
+        finally:
+            self._spares_starting -= 1
 
     async def retire(self, kernel: Kernel) -> None:
         """In a notebook's session, swap the kernel through the session, so an IDE stays attached."""
@@ -402,4 +426,12 @@ class RemoteLauncher:
             await kernel.kill()
 
     async def aclose(self) -> None:
+        """Stop the launches under way (deleting their kernels), delete the spares, close the API."""
+        self._closed = True
+        for scope in self._launches:
+            scope.cancel()
+        await self._no_launches.wait()
+        spares, self._spares = self._spares, []
+        for kernel in spares:
+            await kernel.kill()
         await self._api.aclose()

@@ -12,7 +12,8 @@ cell opened it, and the server hashes the file when it next looks. While size an
 still what the cell saw, that hash is the content the cell read; a file that changed before
 the server could hash it counts as changed. A stamp is reused while size and mtime stay the
 same. Files over `HASH_LIMIT_BYTES` are told apart by size and mtime alone, so touching one
-makes its readers stale.
+makes its readers stale. A kernel on a Jupyter server stamps the files itself, on its machine
+(`kernel_stamps_expression`): they are its files, not this machine's.
 """
 
 from __future__ import annotations
@@ -343,6 +344,20 @@ class NotebookBinding:
 def stamp_files(paths: Iterable[str], known: Mapping[str, FileStamp]) -> dict[str, FileStamp | None]:
     """Each file's stamp now (None: missing), hashing only files whose size or mtime moved."""
     return {path: _current_stamp(path, known.get(path)) for path in paths}
+
+
+def kernel_stamps_expression(paths: Iterable[str], known: Mapping[str, FileStamp]) -> str:
+    """What to ask a kernel on another machine for the stamps of `paths` (its files, not ours)."""
+    given = {path: (stamp.size, stamp.mtime_ns, stamp.sha256) for path, stamp in known.items()}
+    return notebook_helper.stamps_expression(paths, given, HASH_LIMIT_BYTES)
+
+
+def read_kernel_stamps(answer: str) -> dict[str, FileStamp | None]:
+    """The stamps a kernel took, as `stamp_files` gives them."""
+    return {
+        path: FileStamp(*stamp) if stamp is not None else None
+        for path, stamp in notebook_helper.read_stamps(answer).items()
+    }
 
 
 def _current_stamp(path: str, known: FileStamp | None) -> FileStamp | None:

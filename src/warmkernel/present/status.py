@@ -93,7 +93,9 @@ def status_reply(
         f"interpreter: {settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
-        f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state}, generation {kernel.generation}"
+        f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state}"
+        + (f" ({kernel.starting})" if kernel.starting else "")
+        + f", generation {kernel.generation}"
         + (f", pid {place.pid}" if place.pid is not None else "")
         + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]
@@ -125,6 +127,7 @@ def status_reply(
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
         "kernel_state": kernel.state,
+        "kernel_starting": kernel.starting or None,
         "kernel_pid": place.pid,
         "connection_file": str(place.connection_file) if place.connection_file else None,
         "kernel_server_url": place.server_url,
@@ -206,6 +209,16 @@ def _charts_line(charts: dict[str, str | None]) -> str:
         return f"charts as pictures: none ({next(iter(charts.values()))})"
     missing = "; ".join(f"not {kind}: {reason}" for kind, reason in charts.items() if reason is not None)
     return f"charts as pictures: {', '.join(drawn) or 'none'}" + (f" ({missing})" if missing else "")
+
+
+def starting_reply(kernel: KernelInfo, waited_s: float) -> Reply:
+    """run_python while the kernel is still starting: nothing was run, and what to do next."""
+    text = (
+        f"the kernel (generation {kernel.generation}) is still starting ({kernel.starting}); "
+        f"waited {duration(waited_s)} and ran nothing. Send the cell again once {call('python_status')} "
+        "says ready"
+    )
+    return Reply(text, {"kernel_starting": kernel.starting})
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:

@@ -6,7 +6,8 @@ it. In the kernel each program is its own module in `sys.modules`, outside the u
 `common` (the JSON answer format and the one pair of cell hooks) is loaded first, once per
 kernel, and hands what the others need (`common.rebound`, `common.follow`) to their `install`;
 `inspection` at every kernel start, `notebook` when the first notebook cell runs in a kernel.
-`parent_watch` runs beside the kernel, as the owned Jupyter Server's main program.
+`parent_watch` runs beside the kernel, as the owned Jupyter Server's main program. `stamps` runs
+once per question in a namespace of its own (`run_once`) and stays nowhere.
 
 Code sent from here is silent and one expression: it binds no user name.
 """
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-Program = Literal["common", "inspection", "notebook", "parent_watch"]
+Program = Literal["common", "inspection", "notebook", "parent_watch", "stamps"]
 Part = Literal["inspection", "notebook"]
 """A program that answers the server's questions."""
 Resident = Literal["common", "inspection", "notebook"]
@@ -63,6 +64,17 @@ def notebook_install_code() -> str:
     return _install_code(
         "notebook",
         "part.install(shell, common.rebound), common.follow(part.cell_started, part.cell_ended)",
+    )
+
+
+def run_once(program: Program, call: str) -> str:
+    """An expression: `call` (e.g. `stamp([...])`) evaluated in a fresh namespace that ran the
+    program's text; nothing of it stays in the kernel."""
+    return (
+        "(lambda namespace: (\n"
+        f"    exec(compile({text(program)!r}, {str(_path(program))!r}, 'exec'), namespace),\n"
+        f"    eval({call!r}, namespace),\n"
+        "))({})[-1]"
     )
 
 

@@ -34,6 +34,7 @@ from warmkernel.discovery import (
 from warmkernel.errors import WarmkernelError
 from warmkernel.journal import Journal
 from warmkernel.jupyter_host import JupyterHost, owned_jupyter_server
+from warmkernel.kernel.environment import prepare_environment
 from warmkernel.session import Session
 from warmkernel.workspace import Workspace
 
@@ -85,7 +86,7 @@ async def _serve(
 ) -> None:
     """The daemon proper, once it holds the workspace's journal."""
     async with (
-        _ide_server(options, workspace, settings.python) as jupyter,
+        _ide_server(options, workspace, settings) as jupyter,
         Session.open(_on_server(settings, jupyter, notebook), workspace, journal) as session,
     ):
         # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
@@ -212,13 +213,16 @@ def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
 
 @asynccontextmanager
 async def _ide_server(
-    options: DaemonOptions, workspace: Workspace, python: str
+    options: DaemonOptions, workspace: Workspace, settings: Settings
 ) -> AsyncIterator[JupyterHost | None]:
     """The Jupyter Server the kernel runs on, when asked for (`start --serve`); it outlives the session."""
     if not options.jupyter:
         yield None
         return
-    async with owned_jupyter_server(workspace.path, python) as jupyter:
+    environment = await anyio.to_thread.run_sync(
+        lambda: prepare_environment(settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
+    )
+    async with owned_jupyter_server(workspace.path, environment.command) as jupyter:
         yield jupyter
 
 

@@ -15,7 +15,7 @@ import secrets
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,10 +72,13 @@ def check_available() -> None:
 
 
 @asynccontextmanager
-async def owned_jupyter_server(root_dir: Path, python: str = sys.executable) -> AsyncIterator[JupyterHost]:
+async def owned_jupyter_server(
+    root_dir: Path, python: Sequence[str] = (sys.executable,)
+) -> AsyncIterator[JupyterHost]:
     """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels.
 
-    Its `python3` kernelspec runs `python` with the isolation of a local warmkernel kernel.
+    Its `python3` kernelspec runs `python` (an `Environment.command`) with the isolation of a local
+    warmkernel kernel.
     """
     check_available()
     runtime = RuntimeRoot()
@@ -129,7 +132,7 @@ def _argv(root_dir: Path, port: int) -> list[str]:
     return argv
 
 
-def _environment(root: Path, token: str, python: str) -> dict[str, str]:
+def _environment(root: Path, token: str, python: Sequence[str]) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
     The token travels in the environment: a command line is visible to every user. The private

@@ -40,7 +40,7 @@ from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
-from warmkernel.kernel.local import LocalLauncher
+from warmkernel.kernel.local import LocalKernel, LocalLauncher
 from warmkernel.kernel.remote import RemoteLauncher, check_jupyter_url
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
@@ -59,7 +59,7 @@ from warmkernel.notebook.staleness import evaluate, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import refusals
-from warmkernel.present.status import restart_notice
+from warmkernel.present.status import environment_notice, restart_notice
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation, ReadableStream
 from warmkernel.workspace import Workspace
@@ -99,9 +99,10 @@ def _launcher(
     """Where this session's kernels run, as the settings ask."""
     if settings.jupyter_url is not None:
         return RemoteLauncher(tg, settings)
+    fresh = LocalLauncher(tg, root, settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
     if settings.spare_kernels > 0:
-        return SpareLauncher(tg, root, settings.python, workspace.path, settings.spare_kernels)
-    return LocalLauncher(tg, root, settings.python, workspace.path)
+        return SpareLauncher(fresh, tg, root, workspace.path, settings.spare_kernels)
+    return fresh
 
 
 class Session:
@@ -134,6 +135,7 @@ class Session:
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
+        self._environment_told = False
         self._journal = journal
         self._budget = OutputBudget(
             journal.output_directory if journal is not None else root.subdirectory("output"),
@@ -218,8 +220,17 @@ class Session:
         else:
             self._kernel, self._ready_since = kernel, time.time()
             self._tg.start_soon(self._watch_exit, kernel)
+            self._tell_environment(kernel)
         finally:
             ready.set()
+
+    def _tell_environment(self, kernel: Kernel) -> None:
+        """Say once which project environment the kernels run in (warmkernel's own needs no word)."""
+        if self._environment_told or not isinstance(kernel, LocalKernel):
+            return
+        self._environment_told = True
+        if kernel.environment.kind != "server":
+            self._notices.append(environment_notice(kernel.environment.describe()))
 
     async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()

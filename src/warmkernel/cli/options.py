@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from warmkernel.config import Settings, load_lifetime, load_summarizers
+from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon
 from warmkernel.workspace import resolve_workspace
 
@@ -43,7 +43,15 @@ def _count(text: str) -> int:
 
 
 _OPTIONS = (
-    _Option("--python", "python", "kernel", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
+    _Option(
+        "--python",
+        "python",
+        "kernel",
+        "interpreter that runs the kernel (it needs ipykernel); auto: the project's environment "
+        "($VIRTUAL_ENV, .venv or venv up to the repository root, a uv project, $CONDA_PREFIX, Poetry, "
+        "Pixi), else warmkernel's own",
+        "PATH",
+    ),
     _Option(
         "--result-mode",
         "result_mode",
@@ -117,6 +125,33 @@ _OPTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class _Switch:
+    """A kernel flag that turns one boolean `Settings` field away from its default."""
+
+    flag: str
+    field: str
+    value: bool
+    help: str
+
+
+_SWITCHES = (
+    _Switch(
+        "--no-save-outputs",
+        "save_outputs",
+        False,
+        "do not write the outputs of notebook cells back into the .ipynb",
+    ),
+    _Switch(
+        "--add-ipykernel",
+        "add_ipykernel",
+        True,
+        "when the project's environment lacks ipykernel, install it with the command the error names "
+        "(also `add_ipykernel = true` in warmkernel.toml)",
+    ),
+)
+
+
 _JUPYTER_TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 IDLE_STOP_DEFAULT_S = 12 * 3600.0
 
@@ -140,13 +175,10 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             choices=option.choices,
             help=option.help + _default_text(getattr(defaults, option.field)),
         )
-    kernel.add_argument(
-        "--no-save-outputs",
-        dest="save_outputs",
-        action="store_const",
-        const=False,
-        help="do not write the outputs of notebook cells back into the .ipynb",
-    )
+    for switch in _SWITCHES:
+        kernel.add_argument(
+            switch.flag, dest=switch.field, action="store_const", const=switch.value, help=switch.help
+        )
     kernel.add_argument(
         "--jupyter-token",
         metavar="TOKEN",
@@ -182,19 +214,18 @@ def _default_text(default: object) -> str:
 
 
 def _given(args: argparse.Namespace, scope: str) -> dict[str, Any]:
-    return {
-        option.field: getattr(args, option.field)
-        for option in _OPTIONS
-        if option.scope == scope and getattr(args, option.field, None) is not None
-    }
+    """The options of `scope` given on the command line (switches are kernel options)."""
+    fields = [option.field for option in _OPTIONS if option.scope == scope]
+    if scope == "kernel":
+        fields += [switch.field for switch in _SWITCHES]
+    return {field: getattr(args, field) for field in fields if getattr(args, field, None) is not None}
 
 
 def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
     """The kernel options given on this command line, as a daemon's descriptor states them."""
     asked = _given(args, "kernel")
-    if getattr(args, "save_outputs", None) is not None:
-        asked["save_outputs"] = args.save_outputs
-    if "python" in asked:  # relative to the workspace, as the daemon (started there) sees it
+    # A path is made absolute: relative to the workspace, as the daemon (started there) sees it.
+    if asked.get("python") not in (None, "auto"):
         asked["python"] = os.path.abspath(asked["python"])
     return asked
 
@@ -202,7 +233,7 @@ def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
 def kernel_options_of(settings: Settings) -> dict[str, Any]:
     """What a daemon states about its kernel options, for clients to compare with theirs."""
     fields = [option.field for option in _OPTIONS if option.scope == "kernel"]
-    return {field: getattr(settings, field) for field in [*fields, "save_outputs"]}
+    return {field: getattr(settings, field) for field in [*fields, *(switch.field for switch in _SWITCHES)]}
 
 
 def reply_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -219,8 +250,7 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
         if option.scope == "kernel" and getattr(args, option.field, None) is not None
         for item in (option.flag, str(getattr(args, option.field)))
     ]
-    if getattr(args, "save_outputs", None) is False:
-        flags.append("--no-save-outputs")
+    flags += [switch.flag for switch in _SWITCHES if getattr(args, switch.field, None) is not None]
     if getattr(args, "idle_stop", None) is not None:
         flags += ["--idle-stop", f"{args.idle_stop:g}"]
     if getattr(args, "state_dir", None) is not None:
@@ -253,8 +283,6 @@ def daemon_environment(args: argparse.Namespace) -> dict[str, str]:
 def settings_from(args: argparse.Namespace) -> Settings:
     """A server's settings: the defaults, and the options given on its command line."""
     given = _given(args, "kernel") | _given(args, "reply")
-    if getattr(args, "save_outputs", None) is not None:
-        given["save_outputs"] = args.save_outputs
     return Settings(jupyter_token=_jupyter_token(args), **given)
 
 
@@ -268,6 +296,7 @@ def workspace_daemon(
     # A bad configuration is refused here with its code, not in a daemon's log.
     load_summarizers(workspace.path)
     load_lifetime(workspace.path)
+    load_add_ipykernel(workspace.path)
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]

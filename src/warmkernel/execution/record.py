@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 import anyio
@@ -47,7 +47,7 @@ class ExecutionRecord:
     source: str
     generation: Generation
     directives: Directives = field(default_factory=Directives)
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     output: OutputLog = field(default_factory=OutputLog)
     displays: DisplayLog = field(default_factory=DisplayLog)
     state: ExecutionState = ExecutionState.RUNNING
@@ -89,7 +89,7 @@ class ExecutionRecord:
     def ended_at(self) -> datetime | None:
         if self._end is None:
             return None
-        return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), timezone.utc)
+        return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), UTC)
 
     def output_arrived(self) -> None:
         """Output is about to be appended: it restarts the silence, and a waiting clear happens first."""

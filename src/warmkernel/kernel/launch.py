@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_client.connect import write_connection_file
-
-from warmkernel.errors import WarmkernelError
 
 # Variables that would let the user's environment reach into the kernel or colour its text.
 _DROPPED_ENV = ("PYTHONSTARTUP", "FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "JUPYTER_CONFIG_PATH")
@@ -66,27 +64,6 @@ class LaunchSpec:
     log_file: Path
 
 
-def check_interpreter(python: str) -> None:
-    """Fail early, with the fix, when `python` cannot run an IPython kernel."""
-    if shutil.which(python) is None and not Path(python).is_file():
-        raise WarmkernelError("python_not_usable", f"{python} does not exist or is not executable")
-    try:
-        probe = subprocess.run(
-            [python, "-c", "import ipykernel"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WarmkernelError("python_not_usable", f"{python} could not be run: {exc}") from exc
-    if probe.returncode != 0:
-        raise WarmkernelError(
-            "python_not_usable",
-            f"{python} has no ipykernel; install it there with `{python} -m pip install ipykernel`",
-        )
-
-
 def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The kernel's environment: the server's, minus the user's startup hooks, plus isolation."""
     env = dict(os.environ if base is None else base)
@@ -110,12 +87,13 @@ def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[s
     return env
 
 
-def kernel_command(python: str, connection_file: str) -> list[str]:
-    """The command line of an isolated IPython kernel (`{connection_file}` in a kernelspec)."""
-    return [python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
+def kernel_command(python: Sequence[str], connection_file: str) -> list[str]:
+    """The command line of an isolated IPython kernel (`{connection_file}` in a kernelspec);
+    `python` runs the interpreter (`Environment.command`)."""
+    return [*python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
 
 
-def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> LaunchSpec:
+def prepare_launch(root: RuntimeRoot, python: Sequence[str], cwd: Path, name: str) -> LaunchSpec:
     """Write the connection file for one kernel and build its command line.
 
     `name` keeps the kernel's files in the root apart from every other kernel's: its generation,

@@ -66,7 +66,7 @@ def status_reply(
     lines = [
         f"workspace: {workspace.path}",
         f"workspace resolution: {resolution}",
-        f"interpreter: {settings.python}"
+        f"interpreter: {place.environment or settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
         f"kernel: {kernel.state}, generation {kernel.generation}"
@@ -97,6 +97,7 @@ def status_reply(
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
+        "environment": place.environment,
         "kernel_state": kernel.state,
         "kernel_pid": place.pid,
         "connection_file": str(place.connection_file) if place.connection_file else None,
@@ -138,6 +139,11 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
         "total": len(records),
     }
     return Reply("\n".join(rows), data)
+
+
+def environment_notice(environment: str) -> str:
+    """The one-time note that the kernel runs in a project environment `--python auto` found."""
+    return f"note: the kernel runs in the project's environment, {environment}"
 
 
 def restart_notice(first: int, last: int) -> str:

@@ -212,7 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_options(daemon)
 
     init = verb(
-        "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False
+        "init",
+        "set this project up for agents (.mcp.json, .codex/config.toml, AGENTS.md, a Claude skill)",
+        "Set this project up for agents: the warmkernel server in .mcp.json (Claude Code), "
+        ".codex/config.toml (Codex: a tool timeout that fits every wait, replies within its output "
+        "limit), and .cursor/mcp.json and .vscode/mcp.json when those directories exist; usage notes "
+        "in AGENTS.md, a Claude skill and an existing CLAUDE.md. The server command is one the host "
+        "can run: `warmkernel` when it is on PATH, else this script's absolute path, or `uvx "
+        "warmkernel` when run by uvx. Running it again changes nothing; a file it cannot read is left "
+        "untouched and named (exit status 1).",
+        parents=False,
     )
     init.add_argument("--json", action="store_true", help="print what changed as JSON")
     return parser

@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,17 +80,23 @@ class ServerCommand:
 
 
 def server_command(
-    script: str, prefix: str = sys.prefix, which: Callable[[str], str | None] = shutil.which
+    script: str,
+    prefix: str = sys.prefix,
+    environ: Mapping[str, str] = os.environ,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> ServerCommand:
-    """A command for the running warmkernel that a host can run: `uvx warmkernel mcp` in an
-    environment uvx made, `python -m warmkernel mcp` when run so, `warmkernel mcp` when PATH
-    finds this very script, else the script's absolute path."""
-    if Path(prefix).parent.name.startswith("archive-v"):  # uv's cache of uvx environments
+    """A command for the running warmkernel that a host can run: `uvx warmkernel mcp` when uvx
+    runs it, `python -m warmkernel mcp` when run so, `warmkernel mcp` when PATH finds this very
+    script, else the script's absolute path. uv puts the environment it runs on PATH (and says so
+    in `$UV`): then PATH is not the host's."""
+    run_by_uv = "UV" in environ
+    tool = Path(prefix).parent.name.startswith("archive-v") or (Path(prefix) / "uv-receipt.toml").is_file()
+    if run_by_uv and tool:  # an environment uvx made, or the `uv tool install` one it reuses
         return ServerCommand("uvx", ("warmkernel", "mcp"))
     path = Path(script).absolute()
     if path.name == "__main__.py":
         return ServerCommand(sys.executable, ("-m", "warmkernel", "mcp"))
-    on_path = which("warmkernel")
+    on_path = None if run_by_uv else which("warmkernel")
     if on_path is not None and Path(on_path).resolve() == path.resolve():
         return ServerCommand("warmkernel", ("mcp",))
     return ServerCommand(str(path), ("mcp",))

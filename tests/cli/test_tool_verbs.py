@@ -17,7 +17,16 @@ from warmkernel.tool_specs import TOOLS
 
 ONE_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 TOOL_VERBS = [verb.words for tool in TOOLS for verb in tool.verbs]
-LOCAL_VERBS = [("sessions",), ("start",), ("stop",), ("mcp",), ("serve",), ("init",), ("nb",)]
+LOCAL_VERBS = [
+    ("sessions",),
+    ("start",),
+    ("stop",),
+    ("mcp",),
+    ("serve",),
+    ("init",),
+    ("nb",),
+    ("completion",),
+]
 SERVER_MODULES = (
     "warmkernel.process",
     "warmkernel.mcp_server",

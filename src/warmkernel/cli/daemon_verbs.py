@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from warmkernel.cli.completion import completion
 from warmkernel.cli.exits import EXIT_ERROR, EXIT_OK, exit_status
 from warmkernel.cli.options import state_dir_of, workspace_daemon
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
@@ -191,4 +192,5 @@ LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stop": stop,
     "forget": forget,
     "init": init,
+    "completion": completion,
 }

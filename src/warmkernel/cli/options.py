@@ -210,7 +210,12 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
 
 
 def _default_text(default: object) -> str:
-    return "" if default is None else f" (default: {default})"
+    return "" if default is None else f" (default: {shown_default(default)})"
+
+
+def shown_default(default: object) -> str:
+    """A default as help shows it: `10`, not `10.0`."""
+    return f"{default:g}" if isinstance(default, float) else str(default)
 
 
 def _given(args: argparse.Namespace, scope: str) -> dict[str, Any]:

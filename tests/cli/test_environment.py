@@ -103,3 +103,13 @@ def test_a_uv_project_gets_ipykernel_from_uv_without_being_changed(cli: Cli) -> 
     assert "with ipykernel added by uv" in done.stdout and done.stdout.rstrip().endswith("True")
     assert (cli.workspace / "pyproject.toml").read_text() == pyproject
     assert "ipykernel" not in (cli.workspace / "uv.lock").read_text()
+
+
+@pytest.mark.slow
+def test_a_uv_project_uv_cannot_run_is_refused_with_uvs_words(cli: Cli) -> None:
+    pyproject = '[project]\nname = "demo"\nversion = "0"\ndependencies = ["no-such-package-of-warmkernel"]\n'
+    (cli.workspace / "pyproject.toml").write_text(pyproject + "[tool.uv]\npackage = false\n")
+    done = with_uv(cli)("run", "1", timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.startswith("warmkernel: python_not_usable: uv run --project ")
+    assert "cannot run ipykernel:\n" in done.stderr and "no-such-package-of-warmkernel" in done.stderr

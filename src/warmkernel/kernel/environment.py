@@ -194,10 +194,13 @@ def prepare_environment(python: str, workspace: Path, *, add_ipykernel: bool = F
     environment = find_environment(python, workspace)
     if environment.command == (sys.executable,):
         return environment  # warmkernel's own interpreter has ipykernel: it depends on it
-    if _has_ipykernel(environment, workspace):
+    failure = _ipykernel_failure(environment, workspace)
+    if failure is None:
         return environment
-    if not environment.install:
-        raise WarmkernelError("python_not_usable", f"{environment.describe()} cannot run ipykernel")
+    if not environment.install:  # a tool that runs Python with ipykernel failed: its words say why
+        raise WarmkernelError(
+            "python_not_usable", f"{environment.describe()} cannot run ipykernel:\n{failure}"
+        )
     install = shlex.join(environment.install)
     if not add_ipykernel:
         raise WarmkernelError(
@@ -209,14 +212,15 @@ def prepare_environment(python: str, workspace: Path, *, add_ipykernel: bool = F
             "warmkernel.toml), then `warmkernel stop` and start again",
         )
     _install_ipykernel(environment, workspace)
-    if not _has_ipykernel(environment, workspace):
+    if _ipykernel_failure(environment, workspace) is not None:
         raise WarmkernelError(
             "python_not_usable", f"`{install}` ran, but {environment.describe()} still lacks ipykernel"
         )
     return environment
 
 
-def _has_ipykernel(environment: Environment, workspace: Path) -> bool:
+def _ipykernel_failure(environment: Environment, workspace: Path) -> str | None:
+    """None when the environment imports ipykernel; else the last lines of what it said."""
     command = environment.command[0]
     if shutil.which(command) is None and not Path(command).is_file():
         found = "" if environment.kind == "given" else f" ({environment.why})"
@@ -234,7 +238,7 @@ def _has_ipykernel(environment: Environment, workspace: Path) -> bool:
         raise WarmkernelError(
             "python_not_usable", f"{environment.describe()} could not be run: {exc}"
         ) from exc
-    return probe.returncode == 0
+    return None if probe.returncode == 0 else _tail(probe.stderr or probe.stdout)
 
 
 def _install_ipykernel(environment: Environment, workspace: Path) -> None:
@@ -251,7 +255,11 @@ def _install_ipykernel(environment: Environment, workspace: Path) -> None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WarmkernelError("python_not_usable", f"`{install}` could not be run: {exc}") from exc
     if done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
         raise WarmkernelError(
-            "python_not_usable", f"`{install}` failed (exit code {done.returncode}):\n{tail}"
+            "python_not_usable",
+            f"`{install}` failed (exit code {done.returncode}):\n{_tail(done.stderr or done.stdout)}",
         )
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.strip().splitlines()[-10:])

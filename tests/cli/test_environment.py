@@ -54,6 +54,8 @@ def test_the_kernel_runs_in_the_dot_venv_of_a_parent_and_says_so(cli: Cli) -> No
     assert done.stdout.startswith(note + "\n")
     assert f"{repo / '.venv'} {repo / '.venv'}" in done.stdout
     assert "note:" not in below("run", "1").stdout, "said once"
+    shell = below("run", "import os, shutil; print(shutil.which('python'), os.environ['VIRTUAL_ENV'])")
+    assert shell.stdout.splitlines()[-1] == f"{python} {repo / '.venv'}", "`!pip` reaches the project's"
     status = below("status")
     assert f"interpreter: {python} (the project's .venv in {repo})" in status.stdout
     assert (

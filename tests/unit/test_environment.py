@@ -160,3 +160,13 @@ def test_add_ipykernel_is_read_from_the_projects_configuration(tmp_path: Path) -
         refused.value.message
         == f"{tmp_path / 'warmkernel.toml'} add_ipykernel must be true or false, not 'yes'"
     )
+
+
+def test_a_kernel_in_a_venv_finds_its_tools_first_as_an_activated_one_would(repo: Path) -> None:
+    python = fake_venv(repo / ".venv")
+    variables = find(repo).variables({"PATH": "/usr/bin"})
+    assert variables == {"PATH": f"{python.parent}:/usr/bin", "VIRTUAL_ENV": str(repo / ".venv")}
+    (repo.parent / "elsewhere").mkdir()
+    assert find(repo.parent / "elsewhere").variables({"PATH": "/usr/bin"}) == {}, "warmkernel's own: as it is"
+    (repo / "uv.lock").write_text("")
+    assert find(repo, which=uv_only).variables({"PATH": "/usr/bin"}) == {}, "uv sets them itself"

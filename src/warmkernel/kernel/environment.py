@@ -50,6 +50,17 @@ class Environment:
     def describe(self) -> str:
         return f"{shlex.join(self.command)} ({self.why})"
 
+    def variables(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """What the kernel's environment needs so that `!pip` and `!python` in a cell reach this
+        environment, as its activation would do (tools that run Python set them themselves)."""
+        if self.kind in ("server", "uv project", "pixi") or len(self.command) != 1:
+            return {}
+        bin_directory = Path(self.command[0]).parent
+        found = {"PATH": os.pathsep.join(filter(None, [str(bin_directory), environ.get("PATH", "")]))}
+        if (bin_directory.parent / "pyvenv.cfg").is_file():
+            found["VIRTUAL_ENV"] = str(bin_directory.parent)
+        return found
+
 
 def find_environment(
     python: str, workspace: Path, environ: Mapping[str, str] = os.environ, which: Which = shutil.which

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,11 +93,14 @@ def kernel_command(python: Sequence[str], connection_file: str) -> list[str]:
     return [*python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
 
 
-def prepare_launch(root: RuntimeRoot, python: Sequence[str], cwd: Path, name: str) -> LaunchSpec:
+def prepare_launch(
+    root: RuntimeRoot, python: Sequence[str], cwd: Path, name: str, variables: Mapping[str, str] | None = None
+) -> LaunchSpec:
     """Write the connection file for one kernel and build its command line.
 
     `name` keeps the kernel's files in the root apart from every other kernel's: its generation,
     or a spare kernel's own name (a spare gets its generation only when it is handed out).
+    `variables` are set in its environment (`Environment.variables`).
     """
     connection_file = root.path / f"kernel-{name}.json"
     transport = "tcp" if sys.platform == "win32" else "ipc"
@@ -109,7 +112,7 @@ def prepare_launch(root: RuntimeRoot, python: Sequence[str], cwd: Path, name: st
     argv.append(f"--IPKernelApp.parent_handle={os.getpid()}")
     return LaunchSpec(
         argv=argv,
-        env=kernel_environment(root.path),
+        env=kernel_environment(root.path) | dict(variables or {}),
         cwd=cwd,
         connection_file=connection_file,
         connection_info=dict(info),

@@ -57,7 +57,8 @@ class LocalKernel(Kernel):
 
         `name` names the kernel's files in the runtime root; by default, its generation.
         """
-        spec = prepare_launch(root, environment.command, cwd, name or str(generation))
+        variables = environment.variables(os.environ)
+        spec = prepare_launch(root, environment.command, cwd, name or str(generation), variables)
         with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
             try:
                 process = await anyio.open_process(

@@ -100,8 +100,8 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "python_status",
-        "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
-        "and whether a cell is running.",
+        "The workspace, how it was resolved, the interpreter and why it was chosen, the kernel's pid "
+        "and generation, and whether a cell is running.",
         (),
         Annotations(read_only=True),
         (
@@ -115,6 +115,7 @@ TOOLS: tuple[Tool, ...] = (
             "workspace": "string",
             "workspace_resolution": "string",
             "interpreter": "string",
+            "environment": "string",
             "kernel_state": "string",
             "kernel_pid": "integer",
             "connection_file": "string",

@@ -61,10 +61,14 @@ def private_root() -> Path:
 
 @pytest.fixture(autouse=True)
 def private_daemons(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """This test's runtime and state directories; fails the test if it leaves a daemon running."""
+    """This test's runtime and state directories; fails the test if it leaves a daemon running.
+    Kernels run on the suite's interpreter (`--python auto` finds no project around a test's
+    workspace), whatever environment the suite was started from."""
     root = private_root()
     for name, value in daemon_env(root).items():
         monkeypatch.setenv(name, value)
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX"):  # `--python auto` must not find the runner's own
+        monkeypatch.delenv(name, raising=False)
     yield root
     left = stop_daemons(root)
     shutil.rmtree(root, ignore_errors=True)

@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.errors import WarmkernelError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib  # pyright: ignore[reportMissingImports]
-
 ResultMode = Literal["content", "structured"]
 
 
 @dataclass(frozen=True)
 class Settings:
-    python: str = sys.executable
-    """The interpreter that runs the kernel (it needs ipykernel)."""
+    python: str = "auto"
+    """The interpreter that runs the kernel (it needs ipykernel); `auto`: the project's environment,
+    found as `kernel.environment` says."""
+    add_ipykernel: bool = False
+    """Let `auto` install ipykernel into a project environment that lacks it (with the command the
+    error names); off: that error is returned instead."""
     result_mode: ResultMode = "content"
     """`structured` adds structuredContent and output schemas; the text is the same."""
     default_wait_s: float = 10.0
@@ -159,3 +158,15 @@ def load_lifetime(workspace: Path) -> Lifetime:
             raise WarmkernelError("invalid_config", f"{where} must be a directory path, not {value!r}")
         state_dir = workspace / Path(value).expanduser()
     return Lifetime(idle_stop_s, state_dir)
+
+
+def load_add_ipykernel(workspace: Path) -> bool | None:
+    """`add_ipykernel` (true or false) from the workspace's `warmkernel.toml` or `[tool.warmkernel]`
+    of `pyproject.toml`; None when neither sets it."""
+    found = _setting(workspace, "add_ipykernel")
+    if found is None:
+        return None
+    value, where = found
+    if not isinstance(value, bool):
+        raise WarmkernelError("invalid_config", f"{where} must be true or false, not {value!r}")
+    return value

@@ -36,6 +36,7 @@ from warmkernel.discovery import (
     write_descriptor,
 )
 from warmkernel.errors import WarmkernelError
+from warmkernel.kernel.environment import prepare_environment
 from warmkernel.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ async def _serve(
     from warmkernel.named_kernels import Kernels
 
     async with (
-        _ide_server(options, workspace, settings.python) as jupyter,
+        _ide_server(options, workspace, settings) as jupyter,
         Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal) as kernels,
     ):
         # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
@@ -285,7 +286,7 @@ def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
 
 @asynccontextmanager
 async def _ide_server(
-    options: DaemonOptions, workspace: Workspace, python: str
+    options: DaemonOptions, workspace: Workspace, settings: Settings
 ) -> AsyncIterator[JupyterHost | None]:
     """The Jupyter Server the kernel runs on, when asked for (`start --serve`); it outlives the session."""
     if not options.jupyter:
@@ -293,8 +294,11 @@ async def _ide_server(
         return
     from warmkernel.jupyter_host import Kernelspec, owned_jupyter_server
 
+    environment = await anyio.to_thread.run_sync(
+        lambda: prepare_environment(settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
+    )
     kernelspec = Kernelspec.of_notebook(options.jupyter_notebook)
-    async with owned_jupyter_server(workspace.path, python, kernelspec) as jupyter:
+    async with owned_jupyter_server(workspace.path, environment.command, kernelspec) as jupyter:
         yield jupyter
 
 

@@ -16,7 +16,7 @@ import secrets
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,11 +100,12 @@ _SPEC_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 @asynccontextmanager
 async def owned_jupyter_server(
-    root_dir: Path, python: str = sys.executable, kernelspec: Kernelspec = Kernelspec()
+    root_dir: Path, python: Sequence[str] = (sys.executable,), kernelspec: Kernelspec = Kernelspec()
 ) -> AsyncIterator[JupyterHost]:
     """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels.
 
-    Its one kernelspec, `kernelspec`, runs `python` with the isolation of a local warmkernel kernel.
+    Its one kernelspec, `kernelspec`, runs `python` (an `Environment.command`) with the isolation
+    of a local warmkernel kernel.
     """
     check_available()
     runtime = RuntimeRoot()
@@ -162,7 +163,7 @@ def _argv(root_dir: Path, port: int, kernel_name: str) -> list[str]:
     return argv
 
 
-def _environment(root: Path, token: str, python: str, kernelspec: Kernelspec) -> dict[str, str]:
+def _environment(root: Path, token: str, python: Sequence[str], kernelspec: Kernelspec) -> dict[str, str]:
     """The kernels' isolation, with system-wide Jupyter config kept so extensions like JupyterLab load.
 
     The token travels in a private file named by the environment, removed once the server

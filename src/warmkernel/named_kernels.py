@@ -47,9 +47,10 @@ def _launcher(
     """Where the kernels run, as the settings ask."""
     if settings.jupyter_url is not None:
         return RemoteLauncher(tg, settings)
+    fresh = LocalLauncher(tg, root, settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
     if settings.spare_kernels > 0:
-        return SpareLauncher(tg, root, settings.python, workspace.path, settings.spare_kernels)
-    return LocalLauncher(tg, root, settings.python, workspace.path)
+        return SpareLauncher(fresh, tg, root, workspace.path, settings.spare_kernels)
+    return fresh
 
 
 def notebook_kernel_name(path: Path) -> str:

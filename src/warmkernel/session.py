@@ -42,6 +42,7 @@ from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
+from warmkernel.kernel.local import LocalKernel
 from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
@@ -71,7 +72,7 @@ from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import documents, refusals
 from warmkernel.present.execution import memory_ceiling_reason
-from warmkernel.present.status import restart_notice
+from warmkernel.present.status import environment_notice, restart_notice
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, ExportFormat, Generation, ReadableStream
 from warmkernel.workspace import Workspace
@@ -152,6 +153,7 @@ class Session:
         """Notices before this index reached some connection; later ones wait for the next reply."""
         self._changed = anyio.Event()
         """Set (and replaced) when an execution starts or ends, a kernel starts, or a notebook is bound."""
+        self._environment_told = False
         self._journal = journal
         self._budget = OutputBudget(
             journal.output_directory if journal is not None else root.subdirectory(f"output-{name}"),
@@ -262,9 +264,18 @@ class Session:
             self._tg.start_soon(self._watch_exit, kernel)
             if self.settings.max_kernel_memory_bytes is not None:
                 self._tg.start_soon(self._watch_memory, kernel, self.settings.max_kernel_memory_bytes)
+            self._tell_environment(kernel)
         finally:
             ready.set()
             self._announce()
+
+    def _tell_environment(self, kernel: Kernel) -> None:
+        """Say once which project environment the kernels run in (warmkernel's own needs no word)."""
+        if self._environment_told or not isinstance(kernel, LocalKernel):
+            return
+        self._environment_told = True
+        if kernel.environment.kind != "server":
+            self._notices.append(environment_notice(kernel.environment.describe()))
 
     async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()

@@ -126,8 +126,8 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "python_status",
-        "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
-        "whether a cell is running, and every kernel of the workspace in brief.",
+        "The workspace, how it was resolved, the interpreter and why it was chosen, the kernel's pid "
+        "and generation, whether a cell is running, and every kernel of the workspace in brief.",
         (KERNEL,),
         Annotations(read_only=True),
         (
@@ -141,6 +141,7 @@ TOOLS: tuple[Tool, ...] = (
             "workspace": "string",
             "workspace_resolution": "string",
             "interpreter": "string",
+            "environment": "string",
             "kernel_state": "string",
             "kernel_starting": "string",
             "kernel_pid": "integer",

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,8 @@ class Cli:
 
     workspace: Path
     root: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Variables set beside this test's environment (e.g. a PATH with more tools)."""
 
     @property
     def runtime(self) -> Path:
@@ -29,7 +31,7 @@ class Cli:
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, **daemon_env(self.root)}
+        return {**os.environ, **self.extra_env, **daemon_env(self.root)}
 
     def __call__(
         self, *args: str, stdin: str | None = None, timeout: float = 90

@@ -179,28 +179,6 @@ def test_start_passes_output_limits_to_the_daemon(cli: Cli) -> None:
     assert "output of execution 1 was dropped to stay under the output limit" in cli("read", "1").stdout
 
 
-def test_init_is_idempotent_and_keeps_other_servers(cli: Cli) -> None:
-    mcp_json = cli.workspace / ".mcp.json"
-    mcp_json.write_text(json.dumps({"mcpServers": {"other": {"command": "other"}}}))
-    (cli.workspace / "AGENTS.md").write_text("# Project notes\n\nKeep this.\n")
-    first = cli("init")
-    assert first.returncode == 0
-    assert "Codex" in first.stdout and "VS Code" in first.stdout
-    servers = json.loads(mcp_json.read_text())["mcpServers"]
-    assert servers == {
-        "other": {"command": "other"},
-        "warmkernel": {"command": "warmkernel", "args": ["mcp"]},
-    }
-    agents = (cli.workspace / "AGENTS.md").read_text()
-    assert agents.startswith("# Project notes\n\nKeep this.\n") and "read_python_output" in agents
-    skill = cli.workspace / ".claude" / "skills" / "warmkernel" / "SKILL.md"
-    assert skill.read_text().startswith("---\nname: warmkernel\n")
-    files = {path: path.read_bytes() for path in (mcp_json, cli.workspace / "AGENTS.md", skill)}
-    second = json.loads(cli("init", "--json").stdout)
-    assert all(change.startswith("unchanged") for change in second["changes"])
-    assert {path: path.read_bytes() for path in files} == files
-
-
 @pytest.mark.parametrize(
     "verb",
     [

@@ -18,7 +18,17 @@ from warmkernel.tool_specs import TOOLS
 
 ONE_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 TOOL_VERBS = [verb.words for tool in TOOLS for verb in tool.verbs]
-LOCAL_VERBS = [("sessions",), ("start",), ("stop",), ("mcp",), ("serve",), ("view",), ("init",), ("nb",)]
+LOCAL_VERBS = [
+    ("sessions",),
+    ("start",),
+    ("stop",),
+    ("mcp",),
+    ("serve",),
+    ("view",),
+    ("init",),
+    ("nb",),
+    ("completion",),
+]
 SERVER_MODULES = (
     "warmkernel.process",
     "warmkernel.mcp_server",

@@ -22,7 +22,9 @@ WIDE_SVG = SMALL_SVG.replace('width="100"', 'width="1000"', 1)
 
 def altair_bundle() -> dict[str, object]:
     chart = alt.Chart(pd.DataFrame({"a": ["x", "y"], "b": [1, 2]})).mark_bar().encode(x="a:N", y="b:Q")
-    return dict(chart._repr_mimebundle_())  # what the default renderer sends a notebook
+    bundle = chart._repr_mimebundle_()  # what the default renderer sends a notebook
+    assert isinstance(bundle, dict)
+    return dict(bundle)
 
 
 def test_altair_default_html_carries_its_vega_lite_spec() -> None:

@@ -14,13 +14,14 @@ from typing import Any
 
 import psutil
 
-from warmkernel.cli.exits import EXIT_OK, exit_status
+from warmkernel.cli.completion import completion
+from warmkernel.cli.exits import EXIT_ERROR, EXIT_OK, exit_status
 from warmkernel.cli.options import chosen_daemon, state_dir_of, workspace_daemon
 from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
-from warmkernel.scaffold import SNIPPETS, init_project
+from warmkernel.scaffold import init_project, server_command
 from warmkernel.tool_specs import TOOLS_BY_NAME
 from warmkernel.workspace import resolve_workspace
 
@@ -236,12 +237,13 @@ def _open_browser(url: str) -> bool:
 
 
 def init(args: argparse.Namespace) -> int:
-    changes = init_project(Path.cwd())
+    """Set the project up; exit 1 when a file was skipped (left untouched: it cannot be read)."""
+    changes, snippets = init_project(Path.cwd(), server_command(sys.argv[0]))
     if args.json:
-        print(json.dumps({"changes": changes, "snippets": SNIPPETS}, indent=2))
+        print(json.dumps({"changes": changes, "snippets": snippets}, indent=2))
     else:
-        print("\n".join([*changes, "", SNIPPETS]))
-    return EXIT_OK
+        print("\n".join([*changes, *(["", snippets] if snippets else [])]))
+    return EXIT_ERROR if any(change.startswith("skipped") for change in changes) else EXIT_OK
 
 
 def notebook_path(given: str) -> str:
@@ -256,4 +258,5 @@ LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
     "forget": forget,
     "view": view,
     "init": init,
+    "completion": completion,
 }

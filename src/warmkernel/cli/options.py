@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from warmkernel.config import Settings, load_lifetime, load_summarizers
+from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.sizes import parse_size
@@ -79,7 +79,15 @@ def _path(text: str) -> str:
 
 
 _OPTIONS = (
-    _Option("--python", "python", "kernel", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
+    _Option(
+        "--python",
+        "python",
+        "kernel",
+        "interpreter that runs the kernel (it needs ipykernel); auto: the project's environment "
+        "($VIRTUAL_ENV, .venv or venv up to the repository root, a uv project, $CONDA_PREFIX, Poetry, "
+        "Pixi), else warmkernel's own",
+        "PATH",
+    ),
     _Option(
         "--result-mode",
         "result_mode",
@@ -265,6 +273,33 @@ _OPTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class _Switch:
+    """A kernel flag that turns one boolean `Settings` field away from its default."""
+
+    flag: str
+    field: str
+    value: bool
+    help: str
+
+
+_SWITCHES = (
+    _Switch(
+        "--no-save-outputs",
+        "save_outputs",
+        False,
+        "do not write the outputs of notebook cells back into the .ipynb",
+    ),
+    _Switch(
+        "--add-ipykernel",
+        "add_ipykernel",
+        True,
+        "when the project's environment lacks ipykernel, install it with the command the error names "
+        "(also `add_ipykernel = true` in warmkernel.toml)",
+    ),
+)
+
+
 _JUPYTER_TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 IDLE_STOP_DEFAULT_S = 12 * 3600.0
 
@@ -289,13 +324,10 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             action="append" if option.repeat else "store",
             help=option.help + ("" if option.repeat else _default_text(getattr(defaults, option.field))),
         )
-    kernel.add_argument(
-        "--no-save-outputs",
-        dest="save_outputs",
-        action="store_const",
-        const=False,
-        help="do not write the outputs of notebook cells back into the .ipynb",
-    )
+    for switch in _SWITCHES:
+        kernel.add_argument(
+            switch.flag, dest=switch.field, action="store_const", const=switch.value, help=switch.help
+        )
     kernel.add_argument(
         "--jupyter-token",
         metavar="TOKEN",
@@ -327,23 +359,27 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
 
 
 def _default_text(default: object) -> str:
-    return "" if default is None else f" (default: {default})"
+    return "" if default is None else f" (default: {shown_default(default)})"
+
+
+def shown_default(default: object) -> str:
+    """A default as help shows it: `10`, not `10.0`."""
+    return f"{default:g}" if isinstance(default, float) else str(default)
 
 
 def _given(args: argparse.Namespace, scope: str) -> dict[str, Any]:
-    return {
-        option.field: getattr(args, option.field)
-        for option in _OPTIONS
-        if option.scope == scope and getattr(args, option.field, None) is not None
-    }
+    """The options of `scope` given on the command line (switches are kernel options)."""
+    fields = [option.field for option in _OPTIONS if option.scope == scope]
+    if scope == "kernel":
+        fields += [switch.field for switch in _SWITCHES]
+    return {field: getattr(args, field) for field in fields if getattr(args, field, None) is not None}
 
 
 def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
     """The kernel options given on this command line, as a daemon's descriptor states them."""
     asked = _given(args, "kernel")
-    if getattr(args, "save_outputs", None) is not None:
-        asked["save_outputs"] = args.save_outputs
-    if "python" in asked:  # relative to the workspace, as the daemon (started there) sees it
+    # A path is made absolute: relative to the workspace, as the daemon (started there) sees it.
+    if asked.get("python") not in (None, "auto"):
         asked["python"] = os.path.abspath(asked["python"])
     return asked
 
@@ -351,7 +387,7 @@ def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
 def kernel_options_of(settings: Settings) -> dict[str, Any]:
     """What a daemon states about its kernel options, for clients to compare with theirs."""
     fields = [option.field for option in _OPTIONS if option.scope == "kernel"]
-    return {field: getattr(settings, field) for field in [*fields, "save_outputs"]}
+    return {field: getattr(settings, field) for field in [*fields, *(switch.field for switch in _SWITCHES)]}
 
 
 def reply_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -369,8 +405,7 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
         for value in (getattr(args, option.field) if option.repeat else [getattr(args, option.field)])
         for item in (option.flag, str(value))
     ]
-    if getattr(args, "save_outputs", None) is False:
-        flags.append("--no-save-outputs")
+    flags += [switch.flag for switch in _SWITCHES if getattr(args, switch.field, None) is not None]
     if getattr(args, "idle_stop", None) is not None:
         flags += ["--idle-stop", f"{args.idle_stop:g}"]
     if getattr(args, "state_dir", None) is not None:
@@ -408,8 +443,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
         for option in _OPTIONS
         if option.field in given and option.repeat
     }
-    if getattr(args, "save_outputs", None) is not None:
-        given["save_outputs"] = args.save_outputs
     return Settings(jupyter_token=_jupyter_token(args), **given)
 
 
@@ -423,6 +456,7 @@ def workspace_daemon(
     # A bad configuration is refused here with its code, not in a daemon's log.
     load_summarizers(workspace.path)
     load_lifetime(workspace.path)
+    load_add_ipykernel(workspace.path)
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import platform
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from warmkernel import __version__
+from warmkernel.cli.completion import SHELLS
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
-from warmkernel.cli.options import add_server_options
+from warmkernel.cli.options import add_server_options, shown_default
 from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_DIRECTIVES, offered
 from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.tool_specs import TOOLS
@@ -31,6 +35,8 @@ _LOCAL_EXAMPLES = {
     "view": "warmkernel view                        open the live console page of this workspace's kernel\n"
     "warmkernel view --no-open              only print its link (good for one browser)",
     "init": "warmkernel init                        set the project up for agents",
+    "completion": "warmkernel completion fish | source   complete verbs and flags in fish (in config.fish)\n"
+    'eval "$(warmkernel completion bash)"  the same in bash (in ~/.bashrc); zsh: the same with zsh',
 }
 
 
@@ -45,13 +51,36 @@ _NB_DESCRIPTION = (
 )
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Show the defaults that mean something (not None, not a flag's on/off) and keep line breaks."""
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Show the defaults that mean something and keep line breaks. A flag's default is its absence,
+    and None or an empty list is no default: those are not shown; nor where the help says its own."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.nargs == 0:  # a flag's default is its absence
+        default, help = action.default, action.help or ""
+        if action.nargs == 0 or default in (None, "", [], ()) or default is argparse.SUPPRESS:
             return action.help
-        return super()._get_help_string(action)
+        if "(default:" in help or "%(default)" in help:
+            return action.help
+        if not action.option_strings and action.nargs not in ("?", "*"):  # a positional one must give
+            return action.help
+        return f"{help} (default: {shown_default(default)})".replace("%", "%%").replace("%%(", "%(")
+
+
+class _Versions(argparse.Action):
+    """`--version`: what a bug report needs, read from the installed metadata (nothing imported)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        lines = [f"warmkernel {__version__}", f"Python {platform.python_version()} ({sys.executable})"]
+        for distribution, what in (("ipykernel", "ipykernel"), ("mcp", "MCP SDK (mcp)")):
+            try:
+                lines.append(f"{what} {metadata.version(distribution)}")
+            except metadata.PackageNotFoundError:
+                lines.append(f"{what}: not installed")
+        print("\n".join(lines))
+        parser.exit()
 
 
 def _example(text: str, heading: str = "example") -> str:
@@ -77,7 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_example("\n".join(examples), "examples"),
         formatter_class=_HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"warmkernel {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Versions,
+        help="print the versions of warmkernel, Python, ipykernel and the MCP SDK, and exit",
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     client = argparse.ArgumentParser(add_help=False)
@@ -249,8 +282,26 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
 
+    completion = verb(
+        "completion",
+        "print a shell completion script for warmkernel's verbs and flags",
+        "Print a script that completes warmkernel's verbs, flags and choices in SHELL. Load it from the "
+        "shell's start-up file, as the examples show.",
+        parents=False,
+    )
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+
     init = verb(
-        "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False
+        "init",
+        "set this project up for agents (.mcp.json, .codex/config.toml, AGENTS.md, a Claude skill)",
+        "Set this project up for agents: the warmkernel server in .mcp.json (Claude Code), "
+        ".codex/config.toml (Codex: a tool timeout that fits every wait, replies within its output "
+        "limit), and .cursor/mcp.json and .vscode/mcp.json when those directories exist; usage notes "
+        "in AGENTS.md, a Claude skill and an existing CLAUDE.md. The server command is one the host "
+        "can run: `warmkernel` when it is on PATH, else this script's absolute path, or `uvx "
+        "warmkernel` when run by uvx. Running it again changes nothing; a file it cannot read is left "
+        "untouched and named (exit status 1).",
+        parents=False,
     )
     init.add_argument("--json", action="store_true", help="print what changed as JSON")
     return parser

@@ -27,7 +27,7 @@ from warmkernel.cli.options import (
     workspace_daemon,
 )
 from warmkernel.client import open_socket
-from warmkernel.config import Settings, load_lifetime, load_summarizers
+from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
 from warmkernel.workspace import Workspace, resolve_workspace
 
 
@@ -108,7 +108,11 @@ def daemon(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, workspace: Workspace) -> Settings:
-    return replace(settings_from(args), summarizers=load_summarizers(workspace.path))
+    """The command line's settings, and the project's configuration for what it does not give."""
+    settings = replace(settings_from(args), summarizers=load_summarizers(workspace.path))
+    if args.add_ipykernel is None and (configured := load_add_ipykernel(workspace.path)) is not None:
+        settings = replace(settings, add_ipykernel=configured)
+    return settings
 
 
 def _configure_logging(level: str) -> None:

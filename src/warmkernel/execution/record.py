@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 import anyio
@@ -53,7 +53,7 @@ class ExecutionRecord:
     source: str
     generation: Generation
     directives: Directives = field(default_factory=Directives)
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     output: OutputLog = field(default_factory=OutputLog)
     displays: DisplayLog = field(default_factory=DisplayLog)
     state: ExecutionState = ExecutionState.RUNNING
@@ -104,7 +104,7 @@ class ExecutionRecord:
     def ended_at(self) -> datetime | None:
         if self._end is None:
             return None
-        return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), timezone.utc)
+        return datetime.fromtimestamp(self.started_at.timestamp() + self.elapsed(), UTC)
 
     def progress(self) -> Progress | None:
         """How far the cell got by its latest progress display, if that shows a fraction."""

@@ -69,6 +69,8 @@ class KernelPlace:
     kernel_id: str | None = None
     cwd: str | None = None
     """The working directory of a kernel on a server, as it reports it (a local kernel's is the workspace)."""
+    environment: str | None = None
+    """A local kernel's Python environment and why it was chosen (`Environment.describe`)."""
 
 
 @dataclass(frozen=True)

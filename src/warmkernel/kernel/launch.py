@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_client.connect import write_connection_file
 
-from warmkernel.errors import WarmkernelError
 from warmkernel.kernel import leftovers
 
 # Variables that would let the user's environment reach into the kernel or colour its text.
@@ -78,27 +77,6 @@ class LaunchSpec:
     """The value of `KERNEL_MARK_ENV` in the kernel's environment, which its descendants inherit."""
 
 
-def check_interpreter(python: str) -> None:
-    """Fail early, with the fix, when `python` cannot run an IPython kernel."""
-    if shutil.which(python) is None and not Path(python).is_file():
-        raise WarmkernelError("python_not_usable", f"{python} does not exist or is not executable")
-    try:
-        probe = subprocess.run(
-            [python, "-c", "import ipykernel"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WarmkernelError("python_not_usable", f"{python} could not be run: {exc}") from exc
-    if probe.returncode != 0:
-        raise WarmkernelError(
-            "python_not_usable",
-            f"{python} has no ipykernel; install it there with `{python} -m pip install ipykernel`",
-        )
-
-
 def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The kernel's environment: the server's, minus the user's startup hooks, plus isolation."""
     env = dict(os.environ if base is None else base)
@@ -122,16 +100,20 @@ def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[s
     return env
 
 
-def kernel_command(python: str, connection_file: str) -> list[str]:
-    """The command line of an isolated IPython kernel (`{connection_file}` in a kernelspec)."""
-    return [python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
+def kernel_command(python: Sequence[str], connection_file: str) -> list[str]:
+    """The command line of an isolated IPython kernel (`{connection_file}` in a kernelspec);
+    `python` runs the interpreter (`Environment.command`)."""
+    return [*python, "-m", "ipykernel_launcher", "-f", connection_file, *_KERNEL_FLAGS]
 
 
-def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> LaunchSpec:
+def prepare_launch(
+    root: RuntimeRoot, python: Sequence[str], cwd: Path, name: str, variables: Mapping[str, str] | None = None
+) -> LaunchSpec:
     """Write the connection file for one kernel and build its command line.
 
     `name` keeps the kernel's files in the root apart from every other kernel's: its generation,
     or a spare kernel's own name (a spare gets its generation only when it is handed out).
+    `variables` are set in its environment (`Environment.variables`).
     """
     connection_file = root.path / f"kernel-{name}.json"
     transport = "tcp" if sys.platform == "win32" else "ipc"
@@ -144,7 +126,7 @@ def prepare_launch(root: RuntimeRoot, python: str, cwd: Path, name: str) -> Laun
     mark = f"{root.path.name}-{name}"
     return LaunchSpec(
         argv=argv,
-        env={**kernel_environment(root.path), KERNEL_MARK_ENV: mark},
+        env={**kernel_environment(root.path), **dict(variables or {}), KERNEL_MARK_ENV: mark},
         cwd=cwd,
         connection_file=connection_file,
         connection_info=dict(info),

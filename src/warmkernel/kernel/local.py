@@ -7,7 +7,6 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -17,7 +16,8 @@ import psutil
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, ZmqTransport
-from warmkernel.kernel.launch import KERNEL_MARK_ENV, RuntimeRoot, check_interpreter, prepare_launch
+from warmkernel.kernel.environment import Environment, prepare_environment
+from warmkernel.kernel.launch import KERNEL_MARK_ENV, RuntimeRoot, prepare_launch
 from warmkernel.types import Generation
 
 _LOG_TAIL_LINES = 20
@@ -33,9 +33,11 @@ class LocalKernel(Kernel):
         channel: KernelChannel,
         log_file: Path,
         connection_file: Path,
+        environment: Environment,
         mark: str | None = None,
     ) -> None:
         super().__init__(generation, channel)
+        self.environment = environment
         self._mark = mark
         self._process = process
         self.pid = process.pid
@@ -48,7 +50,7 @@ class LocalKernel(Kernel):
         cls,
         tg: anyio.abc.TaskGroup,
         root: RuntimeRoot,
-        python: str,
+        environment: Environment,
         cwd: Path,
         generation: Generation,
         *,
@@ -58,7 +60,8 @@ class LocalKernel(Kernel):
 
         `name` names the kernel's files in the runtime root.
         """
-        spec = prepare_launch(root, python, cwd, name)
+        variables = environment.variables(os.environ)
+        spec = prepare_launch(root, environment.command, cwd, name, variables)
         with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)
             try:
                 process = await anyio.open_process(
@@ -71,9 +74,13 @@ class LocalKernel(Kernel):
                     start_new_session=True,  # a Ctrl-C in the user's terminal must not reach the kernel
                 )
             except OSError as exc:
-                raise WarmkernelError("kernel_start_failed", f"could not run {python}: {exc}") from exc
+                raise WarmkernelError(
+                    "kernel_start_failed", f"could not run {environment.describe()}: {exc}"
+                ) from exc
         channel = KernelChannel(ZmqTransport(spec.connection_info))
-        kernel = cls(generation, process, channel, spec.log_file, spec.connection_file, spec.mark)
+        kernel = cls(
+            generation, process, channel, spec.log_file, spec.connection_file, environment, spec.mark
+        )
         await tg.start(kernel._supervise)
         try:
             await kernel._handshake()
@@ -102,7 +109,9 @@ class LocalKernel(Kernel):
             self.exited.set()
 
     def place(self) -> KernelPlace:
-        return KernelPlace(pid=self.pid, connection_file=self.connection_file)
+        return KernelPlace(
+            pid=self.pid, connection_file=self.connection_file, environment=self.environment.describe()
+        )
 
     def exit_reason(self) -> str:
         code = self.returncode
@@ -153,19 +162,38 @@ class LocalKernel(Kernel):
 class LocalLauncher:
     """Starts each kernel as a child process of this server, in the workspace."""
 
-    def __init__(self, tg: anyio.abc.TaskGroup, root: RuntimeRoot, python: str, cwd: Path) -> None:
+    def __init__(
+        self,
+        tg: anyio.abc.TaskGroup,
+        root: RuntimeRoot,
+        python: str,
+        cwd: Path,
+        *,
+        add_ipykernel: bool = False,
+    ) -> None:
         self._tg = tg
         self._root = root
         self.python = python
+        """A path, or `auto`: the project's environment (`kernel.environment`)."""
         self._cwd = cwd
+        self._add_ipykernel = add_ipykernel
+        self._environment: Environment | None = None
         self._starts = itertools.count(1)
         """Names each kernel's files: the launcher serves every named kernel, whose generations repeat."""
 
+    async def environment(self) -> Environment:
+        """The environment kernels run in, found and checked at the first start (again after a
+        failed one: the user may have fixed it meanwhile)."""
+        if self._environment is None:
+            self._environment = await anyio.to_thread.run_sync(
+                lambda: prepare_environment(self.python, self._cwd, add_ipykernel=self._add_ipykernel)
+            )
+        return self._environment
+
     async def start(self, generation: Generation) -> LocalKernel:
-        if self.python != sys.executable:
-            await anyio.to_thread.run_sync(check_interpreter, self.python)
         name = f"k{next(self._starts)}"
-        return await LocalKernel.start(self._tg, self._root, self.python, self._cwd, generation, name=name)
+        environment = await self.environment()
+        return await LocalKernel.start(self._tg, self._root, environment, self._cwd, generation, name=name)
 
     async def retire(self, kernel: Kernel) -> None:
         await kernel.kill()

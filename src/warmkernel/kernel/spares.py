@@ -87,14 +87,13 @@ class SpareLauncher:
     """Starts kernels as `LocalLauncher` does, but hands out a spare started ahead when one fits."""
 
     def __init__(
-        self, tg: anyio.abc.TaskGroup, root: RuntimeRoot, python: str, cwd: Path, count: int
+        self, fresh: LocalLauncher, tg: anyio.abc.TaskGroup, root: RuntimeRoot, cwd: Path, count: int
     ) -> None:
         self._tg = tg
         self._root = root
-        self._python = python
         self._cwd = cwd
         self._count = count
-        self._fresh = LocalLauncher(tg, root, python, cwd)
+        self._fresh = fresh
         self._spares: list[_Spare] = []
         """Every spare whose keeper still runs, oldest first."""
         self._names = itertools.count(1)
@@ -202,7 +201,12 @@ class SpareLauncher:
             spare.environment = await self._environment()
             if not spare.settled.cancel_called:  # not discarded meanwhile
                 spare.kernel = await LocalKernel.start(
-                    self._tg, self._root, self._python, self._cwd, Generation(0), name=spare.name
+                    self._tg,
+                    self._root,
+                    await self._fresh.environment(),
+                    self._cwd,
+                    Generation(0),
+                    name=spare.name,
                 )
         except WarmkernelError as exc:
             log.warning("spare kernel %s did not start: %s", spare.name, exc.message)
@@ -220,15 +224,22 @@ class SpareLauncher:
 
     async def _ask_site_directories(self) -> list[Path]:
         # Run in the private root: a workspace file named json.py or site.py must not answer.
+        environment = await self._fresh.environment()
         try:
             probe = await anyio.run_process(
-                [self._python, "-c", _SITE_PROBE], stdin=subprocess.DEVNULL, check=False, cwd=self._root.path
+                [*environment.command, "-c", _SITE_PROBE],
+                stdin=subprocess.DEVNULL,
+                check=False,
+                cwd=self._root.path,
             )
         except OSError as exc:
-            raise WarmkernelError("python_not_usable", f"could not run {self._python}: {exc}") from exc
+            raise WarmkernelError(
+                "python_not_usable", f"could not run {environment.describe()}: {exc}"
+            ) from exc
         if probe.returncode != 0:
             raise WarmkernelError(
                 "kernel_start_failed",
-                f"{self._python} did not list its site directories: {probe.stderr.decode(errors='replace')}",
+                f"{environment.describe()} did not list its site directories: "
+                f"{probe.stderr.decode(errors='replace')}",
             )
         return [Path(path) for path in json.loads(probe.stdout)]

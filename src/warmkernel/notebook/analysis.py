@@ -478,7 +478,7 @@ class _CellVisitor(ast.NodeVisitor):
         self._maybe(lambda: self._visit_all(node.body))
         self._maybe(lambda: self._visit_all(node.orelse))
 
-    def visit_Try(self, node: ast.Try) -> None:
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         self._branches(
             lambda: self._visit_all([*node.body, *node.orelse]),
             *(functools.partial(self.visit, handler) for handler in node.handlers),

@@ -90,7 +90,7 @@ def status_reply(
     lines = [
         f"workspace: {workspace.path}",
         f"workspace resolution: {resolution}",
-        f"interpreter: {settings.python}"
+        f"interpreter: {place.environment or settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
         f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state}"
@@ -126,6 +126,7 @@ def status_reply(
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
+        "environment": place.environment,
         "kernel_state": kernel.state,
         "kernel_starting": kernel.starting or None,
         "kernel_pid": place.pid,
@@ -251,6 +252,11 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
 
 def _lines_word(record: ExecutionRecord) -> str:
     return "line" if record.output.line_count("combined") == 1 else "lines"
+
+
+def environment_notice(environment: str) -> str:
+    """The one-time note that the kernel runs in a project environment `--python auto` found."""
+    return f"note: the kernel runs in the project's environment, {environment}"
 
 
 def restart_notice(first: int, last: int) -> str:

@@ -38,7 +38,7 @@ def bash_script() -> str:
 def test_bash_completes_verbs_flags_nested_verbs_and_choices(bash_script: str) -> None:
     assert complete(bash_script, "se") == ["search", "serve", "sessions"]
     assert "daemon" not in complete(bash_script, ""), "the daemon's own verb is not for people"
-    assert complete(bash_script, "nb", "") == ["run", "status", "watch"]
+    assert complete(bash_script, "nb", "") == ["add", "run", "status", "watch"]
     assert "--no-stop-on-error" in complete(bash_script, "nb", "run", "x.ipynb", "--no")
     assert "--no-stop-on-error" not in complete(bash_script, "run", "--no"), "`run` is not `nb run`"
     assert complete(bash_script, "mcp", "--inline-c") == ["--inline-chars"]

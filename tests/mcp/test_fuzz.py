@@ -28,8 +28,10 @@ from warmkernel.tool_params import (
     Cell,
     Cells,
     Choice,
+    Executions,
     Flag,
     Integer,
+    KernelName,
     Kind,
     Param,
     Seconds,
@@ -118,6 +120,17 @@ def valid(param: Param) -> st.SearchStrategy[Any]:
             return st.sampled_from(["stale", "all", "none"]) | st.lists(items, max_size=4)
         case VariablePath():
             return st.from_regex(r"[a-z_][a-z0-9_]{0,8}(\.[a-z_][a-z0-9_]{0,8}){0,2}", fullmatch=True)
+        case KernelName(optional=optional):
+            # a few names, so the fuzz does not spend its time starting kernels
+            names = st.sampled_from(["main", "fz", "nothere"])
+            return names | st.none() if optional else names
+        case Executions(optional=optional):
+            selections = st.from_regex(
+                r"[0-9]{1,3}(-[0-9]{1,3})?(,[0-9]{1,3}(-[0-9]{1,3})?){0,2}", fullmatch=True
+            )
+            return (
+                selections | st.integers(min_value=-1, max_value=20) | st.none() if optional else selections
+            )
     raise AssertionError(f"no strategy for {kind!r}")
 
 

@@ -31,10 +31,11 @@ from tests.jupyter_servers import (
     kernel_gateway,
     relay_to,
 )
-from tests.mcp.calls import call, call_error, run
+from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.jupyter_host import owned_jupyter_server
 from warmkernel.named_kernels import Kernels
 from warmkernel.workspace import Workspace
 
@@ -150,8 +151,10 @@ async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> 
 
 
 async def test_variables_are_inspected_beside_a_running_cell_through_the_server(
-    remote_client: FreshClient,
+    remote_client: FreshClient, server: JupyterServer
 ) -> None:
+    """Where the kernel has subshells; Enterprise Gateway's kernels (its own environment's older
+    ipykernel) have none, and the refusal says why."""
     async with remote_client() as client:
         number, _ = await run(
             client,
@@ -160,8 +163,14 @@ async def test_variables_are_inspected_beside_a_running_cell_through_the_server(
         )
         try:
             with anyio.fail_after(30):
-                text = await call(client, "inspect_python_variable", name="progress")
-            assert text.splitlines()[0] == f"note: In [{number}] is running; these values may be mid-update"
+                result = await client.call_tool("inspect_python_variable", {"name": "progress"})
+            text = text_of(result)
+            if server.kind == "enterprise_gateway":
+                assert result.is_error and text.startswith("busy:") and "it has no subshells" in text
+            else:
+                assert (
+                    text.splitlines()[0] == f"note: In [{number}] is running; these values may be mid-update"
+                )
         finally:
             await call(client, "interrupt_python")
             await call(client, "wait_python", execution=number, timeout_seconds=30)
@@ -545,10 +554,13 @@ async def test_a_remote_jupyter_server_is_reached_through_the_environments_proxy
 
 
 async def test_the_owned_servers_token_is_not_in_its_kernels_environment(
-    remote_client: FreshClient, jupyter_server: JupyterServer
+    fresh_client: FreshClient, tmp_path: Path
 ) -> None:
-    async with remote_client() as client:
-        token = jupyter_server.token
+    async with (
+        owned_jupyter_server(tmp_path) as host,
+        fresh_client(jupyter_url=host.url, jupyter_token=host.token) as client,
+    ):
+        token = host.token
         held = f"sorted(k for k, v in os.environ.items() if {token!r} in v or k.endswith('_TOKEN'))"
         assert "Out[1]: []" in (await run(client, f"import os; {held}"))[1]
         file = "os.path.exists(os.environ.get('JUPYTER_TOKEN_FILE', ''))"  # read at start, then removed

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.notebook.analysis import analyze
+from warmkernel.notebook.analysis import CellAnalysis, analyze
 from warmkernel.types import ExecutionNumber
 
 CellState = Literal["fresh", "stale", "never_run", "running"]
@@ -54,6 +54,7 @@ Reason = Literal[
     "never_run",
     "errored",
     "file_changed",
+    "changed_outside",
     "upstream_changed",
     "upstream_stale",
     "undefined_name",
@@ -94,6 +95,14 @@ class CellRun:
     """For each name it read that was bound when it ran: the version it saw."""
     files_read: Mapping[str, FileStamp] = field(default_factory=dict)
     """Each file it opened for reading, by absolute path, stamped when read."""
+    observed: bool = False
+    """The kernel's account of what the run did (the fields below) has arrived."""
+    wrote: frozenset[str] = frozenset()
+    """The names it rebound or mutated (aliases and method calls included, as the kernel saw)."""
+    unbound: frozenset[str] = frozenset()
+    """The names its source uses that were unbound when it ended (deleted, or not assigned)."""
+    files_written: frozenset[str] = frozenset()
+    """The files it opened for writing."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,8 @@ class KernelFacts:
     """The current stamp of every path in any run's `files_read`; None or absent: missing."""
     running: str | None = None
     """The id of the cell running now, if a notebook cell is running."""
+    notebook_executions: frozenset[ExecutionNumber] = frozenset()
+    """Every execution that ran a cell of this notebook (last runs and earlier ones)."""
 
 
 @dataclass(frozen=True)
@@ -125,13 +136,18 @@ class CellStatus:
     """warmkernel's number of its last run."""
     depends_on: tuple[str, ...]
     """Ids of the cells above whose definitions it reads, in notebook order."""
+    why: tuple[str, ...] = ()
+    """The values and files behind its reasons, and the execution that made each differ."""
 
 
 @dataclass(frozen=True)
 class NotebookStatus:
     cells: tuple[CellStatus, ...]
     plan: tuple[str, ...]
-    """Ids of the stale and never-run cells, in notebook order."""
+    """Ids of the cells to run, in notebook order: the stale and never-run ones, and the fresh
+    ones `plan_why` names."""
+    plan_why: Mapping[str, str] = field(default_factory=dict)
+    """Fresh cell in the plan -> why it must run again."""
 
 
 def source_hash(source: str) -> str:
@@ -144,50 +160,40 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
     ids = [cell.id for cell in cells]
     if len(set(ids)) != len(ids):
         raise ValueError(f"cell ids must be unique, got {ids}")
-    everywhere = {name for cell in cells for name in _provided(cell.source)}
+    analyses = [analyze(cell.source) for cell in cells]
+    everywhere = {name for analysis in analyses for name in analysis.defines | analysis.mutates}
     position = {cell_id: index for index, cell_id in enumerate(ids)}
     # execution number -> position of the cell whose last run it is
     made_by = {run.execution: position[cell_id] for cell_id, run in facts.runs.items() if cell_id in position}
-    definer: dict[str, int] = {}  # name -> the nearest cell so far that defines or mutates it
-    last_conservative = -1
+    graph = _Graph(ids, made_by, facts)
+    deleted = frozenset(name for run in facts.runs.values() for name in run.unbound)
     not_fresh: list[bool] = []
     statuses: list[CellStatus] = []
-    for index, cell in enumerate(cells):
-        analysis = analyze(cell.source)
-        undefined = False
-        if analysis.conservative:
-            depends = list(range(index))
-        else:
-            found: set[int] = set()
-            for name in analysis.reads:
-                nearest = max(definer.get(name, -1), last_conservative)
-                if nearest >= 0:
-                    found.add(nearest)
-                elif name not in analysis.deferred_reads or name not in everywhere:
-                    undefined = True
-            for name in analysis.optional_reads:
-                if name in definer:
-                    found.add(max(definer[name], last_conservative))
-            depends = sorted(found)
+    for index, (cell, analysis) in enumerate(zip(cells, analyses, strict=True)):
+        depends, undefined = graph.static_depends(index, analysis, everywhere)
         run = facts.runs.get(cell.id)
         reasons: list[Reason] = []
+        why: list[str] = []
         if cell.id == facts.running:
             state: CellState = "running"
         else:
             if run is None:
                 reasons.append("never_run")
             else:
-                reasons.extend(_run_reasons(cell, index, run, facts, made_by))
+                reasons.extend(_run_reasons(cell, run, facts, deleted, why))
+                if graph.check_reads(index, run, depends, why):
+                    reasons.append("upstream_changed")
+                depends.update(
+                    graph.file_writer[path] for path in run.files_read if path in graph.file_writer
+                )
             if any(not_fresh[dependency] for dependency in depends):
                 reasons.append("upstream_stale")
             if undefined:
                 reasons.append("undefined_name")
             state = "never_run" if run is None else "stale" if reasons else "fresh"
         not_fresh.append(state != "fresh")
-        for name in analysis.defines | analysis.mutates:
-            definer[name] = index
-        if analysis.conservative:
-            last_conservative = index
+        current = run is not None and run.observed and not run.raised
+        graph.add(index, analysis, run if current and "source_changed" not in reasons else None, run)
         statuses.append(
             CellStatus(
                 index=index,
@@ -196,22 +202,138 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 reasons=tuple(reasons),
                 defines=tuple(sorted(analysis.defines)),
                 execution=run.execution if run else None,
-                depends_on=tuple(ids[dependency] for dependency in depends),
+                depends_on=tuple(ids[dependency] for dependency in sorted(depends)),
+                why=tuple(why),
             )
         )
-    plan = tuple(status.id for status in statuses if status.state in ("stale", "never_run"))
-    return NotebookStatus(cells=tuple(statuses), plan=plan)
+    plan, plan_why = _plan(statuses, analyses, graph)
+    return NotebookStatus(cells=tuple(statuses), plan=plan, plan_why=plan_why)
 
 
-def _provided(source: str) -> frozenset[str]:
-    analysis = analyze(source)
-    return analysis.defines | analysis.mutates
+class _Graph:
+    """Where each name and file comes from in notebook order, built up one cell at a time."""
+
+    def __init__(
+        self, ids: Sequence[str], made_by: Mapping[ExecutionNumber, int], facts: KernelFacts
+    ) -> None:
+        self.ids = ids
+        self.made_by = made_by
+        self.facts = facts
+        self.definer: dict[str, int] = {}
+        """Name -> the nearest cell so far that defines or mutates it (statically, or as its run did)."""
+        self.writer: dict[str, int] = {}
+        """Name -> the nearest cell so far whose current run rebound or mutated it."""
+        self.file_writer: dict[str, int] = {}
+        """Path -> the nearest cell so far whose last run wrote the file."""
+        self.last_conservative = -1
+        self.repairs: dict[int, str] = {}
+        """Cell index -> why it must run again to restore a value a cell below reads."""
+
+    def static_depends(
+        self, index: int, analysis: CellAnalysis, everywhere: set[str]
+    ) -> tuple[set[int], bool]:
+        """The cells above that the source's reads resolve to, and whether a read resolves to none."""
+        if analysis.conservative:
+            return set(range(index)), False
+        found: set[int] = set()
+        undefined = False
+        for name in analysis.reads:
+            nearest = max(self.definer.get(name, -1), self.last_conservative)
+            if nearest >= 0:
+                found.add(nearest)
+            elif name not in analysis.deferred_reads or name not in everywhere:
+                undefined = True
+        for name in analysis.optional_reads:
+            if name in self.definer:
+                found.add(max(self.definer[name], self.last_conservative))
+        return found, undefined
+
+    def check_reads(self, index: int, run: CellRun, depends: set[int], why: list[str]) -> bool:
+        """Whether a value the run read came from anywhere but the cell notebook order gives
+        (noting why, and the cell above to run again); links the reads that did."""
+        wrong = False
+        for name, seen in sorted(run.read_versions.items()):
+            source = self.made_by.get(seen)
+            writer = self.writer.get(name, -1)
+            if source is not None and source < index and writer <= source:
+                depends.add(source)
+                continue
+            wrong = True
+            why.append(f"{name} {self._origin(seen, source, index, writer)}")
+            provider = self.definer.get(name)
+            now = self.made_by.get(self.facts.versions.get(name, ExecutionNumber(0)))
+            if provider is not None and not (now is not None and provider <= now < index):
+                self.repairs.setdefault(provider, f"restores {name} for {self.ids[index]}")
+        return wrong
+
+    def _origin(self, seen: ExecutionNumber, source: int | None, index: int, writer: int) -> str:
+        if source is None:
+            if seen in self.facts.notebook_executions:
+                return f"came from an earlier run of a cell (In [{seen}])"
+            return (
+                f"came from In [{seen}], outside the notebook" if seen else "was set before the notebook ran"
+            )
+        if source >= index:
+            return f"came from {self.ids[source]} below (In [{seen}])"
+        return f"came from {self.ids[source]} (In [{seen}]) but {self.ids[writer]} sets it later"
+
+    def add(self, index: int, analysis: CellAnalysis, current: CellRun | None, last: CellRun | None) -> None:
+        """Take in the cell at `index`; `current` is its last run when that ran its present source
+        without error and the kernel's account of it arrived."""
+        provides = analysis.defines | analysis.mutates
+        if current is not None:
+            provides = (provides | current.wrote) - current.unbound
+            for name in current.wrote:
+                self.writer[name] = index
+            for name in current.unbound & analysis.defines:  # deleted, or its assignment did not run
+                self.definer.pop(name, None)
+                self.writer.pop(name, None)
+        for name in provides:
+            self.definer[name] = index
+        if last is not None:
+            self.file_writer.update(dict.fromkeys(last.files_written, index))
+        if analysis.conservative:
+            self.last_conservative = index
+
+
+def _plan(
+    statuses: Sequence[CellStatus], analyses: Sequence[CellAnalysis], graph: _Graph
+) -> tuple[tuple[str, ...], Mapping[str, str]]:
+    """The cells to run, in notebook order: those not fresh, the cells above that restore a value
+    they read, and then every cell that reads from a planned cell or sets again a name one sets."""
+    planned: list[str] = []
+    why: dict[str, str] = {}
+    set_by: dict[str, str] = {}  # name -> the last planned cell so far that sets it
+    for status, analysis in zip(statuses, analyses, strict=True):
+        if status.state == "running":
+            continue
+        provides = analysis.defines | analysis.mutates
+        if status.state == "fresh":
+            reason = graph.repairs.get(status.index) or _follows(status, provides, set(planned), set_by)
+            if reason is None:
+                continue
+            why[status.id] = reason
+        planned.append(status.id)
+        set_by.update(dict.fromkeys(provides, status.id))
+    return tuple(planned), why
+
+
+def _follows(
+    status: CellStatus, provides: frozenset[str], planned: set[str], set_by: Mapping[str, str]
+) -> str | None:
+    """Why a fresh cell must run after the planned cells above it, if it must."""
+    for cell_id in status.depends_on:
+        if cell_id in planned:
+            return f"reads {cell_id}, which runs again"
+    again = sorted(provides & set_by.keys())
+    return f"sets {again[0]} again after {set_by[again[0]]}" if again else None
 
 
 def _run_reasons(
-    cell: Cell, index: int, run: CellRun, facts: KernelFacts, made_by: Mapping[ExecutionNumber, int]
+    cell: Cell, run: CellRun, facts: KernelFacts, deleted: frozenset[str], why: list[str]
 ) -> list[Reason]:
-    """The reasons that compare the last run of the cell at `index` with now."""
+    """The reasons that compare the last run of `cell` with now (`deleted`: names unbound by the
+    last run of some cell, which are the notebook's own doing)."""
     reasons: list[Reason] = []
     if source_hash(cell.source) != run.source_hash:
         reasons.append("source_changed")
@@ -221,12 +343,18 @@ def _run_reasons(
         now = facts.files.get(path)
         if now is None or now.size != then.size or now.sha256 != then.sha256:
             reasons.append("file_changed")
+            why.append(f"{path} changed")
             break
-    for name, seen in run.read_versions.items():
+    changed = []
+    for name in sorted(run.wrote):
         now = facts.versions.get(name)
-        if now != seen and now != run.execution and (now is None or made_by.get(now, -1) <= index):
-            reasons.append("upstream_changed")
-            break
+        if now is None and name not in deleted:
+            changed.append(f"{name} deleted outside the notebook")
+        elif now is not None and now != run.execution and now not in facts.notebook_executions:
+            changed.append(f"{name} changed by In [{now}]")
+    if changed:
+        reasons.append("changed_outside")
+        why.extend(changed)
     return reasons
 
 

@@ -71,13 +71,17 @@ _watched_private: set[str] = set()
 """Watched names that start with `_`, which `common`'s namespace walk skips."""
 _prints: dict[str, int] = {}
 """Watched name -> the fingerprint of its value after the last execution (if it can change)."""
-_armed: list[Any] = [None, ()]
-"""The number of the notebook cell about to run, and the names it reads or defines."""
+_armed: list[Any] = [None, (), ()]
+"""The number of the notebook cell about to run, the names it reads or defines, and the names it
+assigns."""
 _opened: list[dict[str, tuple[int, int]] | None] = [None]
 """Path -> (size, mtime_ns) at its first read in the tracked cell; None while none is tracked."""
 _written: set[str] = set()
-_cell_files: dict[int, dict[str, tuple[int, int]]] = {}
-"""Execution number -> the files that notebook cell read, until the server fetches them."""
+_cell_facts: dict[int, dict[str, Any]] = {}
+"""Execution number -> what that notebook cell read, wrote and left unbound, until the server
+fetches it."""
+_changed: list[list[str]] = [[]]
+"""The names the tracked cell rebound or mutated (set by `cell_ended` for `_finish_cell`)."""
 _module_sources: dict[str, tuple[int, int]] = {}
 """A module's source path -> its (size, mtime_ns) when it was last loaded."""
 _excluded: list[str] = []
@@ -97,9 +101,16 @@ def install(shell: Any, rebound: Mapping[str, int]) -> None:
     sys.addaudithook(_audit)
 
 
-def begin(number: int, names: list[str], reads: list[str]) -> dict[str, Any]:
-    """Track the next execution as notebook cell `number`; the versions of the names it reads."""
+def begin(
+    number: int, names: list[str], reads: list[str], assigns: list[str] | None = None
+) -> dict[str, Any]:
+    """Track the next execution as notebook cell `number`; the versions of the names it reads.
+
+    A function defined in the notebook that the cell reads looks up its free globals when it is
+    called, so those count as read too (and those of the functions they name, transitively)."""
     namespace = _shell.user_ns
+    reads = [*reads, *_free_globals(reads, namespace)]
+    names = [*names, *reads]
     for name in names:
         if name in _watched:
             continue
@@ -108,15 +119,39 @@ def begin(number: int, names: list[str], reads: list[str]) -> dict[str, Any]:
             _watched_private.add(name)
         if name in namespace:
             _watch_value(name, namespace[name])
-    _armed[:] = [number, tuple(names)]
+    _armed[:] = [number, tuple(names), tuple(assigns or ())]
     read_versions = {name: _versions[name] for name in reads if name in _versions}
     return {"read_versions": read_versions}
 
 
 def facts(numbers: list[int]) -> dict[str, Any]:
-    """Every name's version, and the files read by the given notebook executions (handed over once)."""
-    files = {str(number): _cell_files.pop(number) for number in numbers if number in _cell_files}
-    return {"versions": _versions, "files": files}
+    """Every name's version, and what the given notebook executions did (handed over once)."""
+    done = {str(number): _cell_facts.pop(number) for number in numbers if number in _cell_facts}
+    return {"versions": _versions, "cells": done}
+
+
+def _free_globals(reads: list[str], namespace: Mapping[str, Any]) -> list[str]:
+    """The global names used by the notebook's own functions among `reads`, and by the functions
+    those name, up to NODES functions."""
+    found: dict[str, None] = {}
+    pending = [namespace[name] for name in reads if name in namespace]
+    seen: set[int] = set()
+    while pending and len(seen) < NODES:
+        value = pending.pop()
+        if not isinstance(value, types.FunctionType) or value.__globals__ is not namespace:
+            continue
+        if _identity(value) in seen:
+            continue
+        seen.add(_identity(value))
+        codes = [value.__code__]
+        while codes:
+            code = codes.pop()
+            codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+            for name in code.co_names:
+                if name in namespace and name not in found:
+                    found[name] = None
+                    pending.append(namespace[name])
+    return [name for name in found if name not in reads]
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -141,11 +176,13 @@ def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str
     if _watched_private:
         before = {**before, **_private_before}
         after = {**after, **_private_ids()}
+    changed: list[str] = []
     if number is not None:
         namespace = _shell.user_ns
         for name, ident in after.items():
             if before.get(name) != ident:
                 _versions[name] = number
+                changed.append(name)
                 if name in _watched:
                     _watch_value(name, namespace[name])
         for name, fingerprint in list(_prints.items()):
@@ -154,11 +191,29 @@ def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str
                 if now != fingerprint:
                     _versions[name] = number
                     _prints[name] = now
+                    changed.append(name)
+        if _armed[0] is not None:
+            changed.extend(_reassigned(number, before, after))
+    _changed[0] = changed
     for table in (_versions, _prints):
         for name in table.keys() - after.keys():
             del table[name]
     if _armed[0] is not None:
         _finish_cell()
+
+
+def _reassigned(number: int, before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
+    """Names the tracked cell assigns that are bound to the very same unchanging object as before
+    (`import pandas as pd` again, `x = 1` when x was 1): the value is what the cell would give,
+    so the cell is taken to have written it."""
+    namespace = _shell.user_ns
+    found = []
+    for name in _armed[2]:
+        same = name in after and after[name] == before.get(name)
+        if same and _versions.get(name) != number and isinstance(namespace.get(name), _UNCHANGING):
+            _versions[name] = number
+            found.append(name)
+    return found
 
 
 def _watch_value(name: str, value: Any) -> None:
@@ -339,10 +394,11 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 def _finish_cell() -> None:
     """Hand the tracked cell's file reads over to `_cell_files` and stop tracking."""
-    number, names = _armed
+    number, names, _ = _armed
     opened = _opened[0] or {}
-    _armed[:] = [None, ()]
+    _armed[:] = [None, (), ()]
     _opened[0] = None
+    written = sorted(_written)
     for path in _written & opened.keys():
         stamp = _stamp(path)
         if stamp is None:
@@ -357,7 +413,13 @@ def _finish_cell() -> None:
             stamp = _module_sources[source] if source in _module_sources else _stamp(source)
             if stamp is not None:
                 opened[source] = stamp
-    _cell_files[number] = opened
+    unbound = sorted(name for name in set(names) if name not in namespace)
+    _cell_facts[number] = {
+        "files": opened,
+        "wrote": _changed[0],
+        "unbound": unbound,
+        "files_written": written,
+    }
 
 
 def _module_source(value: Any) -> str | None:

@@ -494,8 +494,11 @@ TOOLS: tuple[Tool, ...] = (
         "anything. Without `kernel`, the notebook gets a kernel of its own (nb-<stem>) on first use, so main "
         "stays free for scratch cells. Lists each "
         "code cell in order: index, id, state (fresh, stale, never_run, running), reasons (source_changed, "
-        "never_run, errored, file_changed, upstream_changed, upstream_stale, undefined_name), the names it "
-        "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
+        "never_run, errored, file_changed, changed_outside, upstream_changed, upstream_stale, "
+        "undefined_name) with why (the value or file and the execution that made it differ), the names it "
+        "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order, "
+        "each fresh one with why it must run again. Fresh means a top-to-bottom run of the notebook would "
+        "give the same values.",
         (NOTEBOOK, NOTEBOOK_KERNEL),
         Annotations(read_only=True),
         (

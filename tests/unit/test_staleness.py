@@ -183,7 +183,7 @@ def test_mutating_cell_run_twice_read_its_own_leftover_and_the_plan_restores_its
         "c": ("stale", "upstream_changed"),
         "d": ("stale", "upstream_changed", "upstream_stale"),
     }
-    assert status.cells[2].why == ("items came from an earlier run of a cell (In [3])",)
+    assert status.cells[2].why == ("items came from In [3], not the last run of any cell here",)
     assert status.plan == ("a", "b", "c", "d")
     assert status.plan_why == {"a": "restores items for c", "b": "reads a, which runs again"}
 

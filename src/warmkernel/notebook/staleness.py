@@ -258,6 +258,8 @@ class _Graph:
             if source is not None and source < index and writer <= source:
                 depends.add(source)
                 continue
+            if seen == 0 and name not in self.definer:
+                continue  # the kernel's own (IPython's `open`, `In`), as a fresh kernel has it
             wrong = True
             why.append(f"{name} {self._origin(seen, source, index, writer)}")
             provider = self.definer.get(name)
@@ -269,7 +271,7 @@ class _Graph:
     def _origin(self, seen: ExecutionNumber, source: int | None, index: int, writer: int) -> str:
         if source is None:
             if seen in self.facts.notebook_executions:
-                return f"came from an earlier run of a cell (In [{seen}])"
+                return f"came from In [{seen}], not the last run of any cell here"
             return (
                 f"came from In [{seen}], outside the notebook" if seen else "was set before the notebook ran"
             )

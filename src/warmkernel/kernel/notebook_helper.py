@@ -49,7 +49,7 @@ def begin_request(
     load: bool, number: ExecutionNumber, names: Iterable[str], reads: Iterable[str], assigns: Iterable[str]
 ) -> tuple[str, str]:
     """The silent code (which loads the helper when `load`) and expression to send just before a
-    notebook cell that uses `names`, reads `reads` and assigns `assigns` runs as `number`."""
+    notebook cell that uses `names`, reads `reads` and always binds `assigns` runs as `number`."""
     code = inside.notebook_install_code() if load else ""
     arguments = f"{number}, {sorted(names)!r}, {sorted(reads)!r}, {sorted(assigns)!r}"
     return code, inside.question("notebook", f"begin({arguments})")

@@ -32,7 +32,7 @@ from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel import notebook_helper
 from warmkernel.kernel.channel import Inbox
-from warmkernel.notebook.analysis import analyze
+from warmkernel.notebook.analysis import analyze, unconditional_binds
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
 from warmkernel.notebook.staleness import CellRun, FileStamp, KernelFacts, NotebookStatus, source_hash
@@ -186,7 +186,7 @@ class NotebookBinding:
         names = analysis.reads | analysis.optional_reads | analysis.defines | analysis.mutates
         reads = analysis.reads | analysis.optional_reads
         load = self._helper_generation != self.generation
-        return notebook_helper.begin_request(load, number, names, reads, analysis.defines)
+        return notebook_helper.begin_request(load, number, names, reads, unconditional_binds(cell.source))
 
     def start_run(
         self, cell: NotebookCell, record: ExecutionRecord, answer: str, inbox: Inbox

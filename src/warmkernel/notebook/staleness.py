@@ -40,7 +40,7 @@ The plan is the stale and never-run cells in notebook order; the running cell is
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -192,6 +192,8 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 reasons.append("undefined_name")
             state = "never_run" if run is None else "stale" if reasons else "fresh"
         not_fresh.append(state != "fresh")
+        read = analysis.reads | analysis.mutates | (run.read_versions.keys() if run else set())
+        graph.note_needs(index, sorted(read))
         current = run is not None and run.observed and not run.raised
         graph.add(index, analysis, run if current and "source_changed" not in reasons else None, run)
         statuses.append(
@@ -226,8 +228,8 @@ class _Graph:
         self.file_writer: dict[str, int] = {}
         """Path -> the nearest cell so far whose last run wrote the file."""
         self.last_conservative = -1
-        self.repairs: dict[int, str] = {}
-        """Cell index -> why it must run again to restore a value a cell below reads."""
+        self.needs: dict[int, dict[int, str]] = {}
+        """Cell index -> the cells above it that must run first if it runs, and why."""
 
     def static_depends(
         self, index: int, analysis: CellAnalysis, everywhere: set[str]
@@ -262,11 +264,20 @@ class _Graph:
                 continue  # the kernel's own (IPython's `open`, `In`), as a fresh kernel has it
             wrong = True
             why.append(f"{name} {self._origin(seen, source, index, writer)}")
-            provider = self.definer.get(name)
-            now = self.made_by.get(self.facts.versions.get(name, ExecutionNumber(0)))
-            if provider is not None and not (now is not None and provider <= now < index):
-                self.repairs.setdefault(provider, f"restores {name} for {self.ids[index]}")
         return wrong
+
+    def note_needs(self, index: int, names: Iterable[str]) -> None:
+        """The cells above that must run before the cell at `index` can run again: the provider of
+        each name it reads whose value in the kernel now is not one notebook order gives there."""
+        for name in names:
+            provider = self.definer.get(name)
+            if provider is None:
+                continue
+            now = self.made_by.get(self.facts.versions.get(name, ExecutionNumber(0)))
+            if now is None or not provider <= now < index:
+                self.needs.setdefault(index, {}).setdefault(
+                    provider, f"restores {name} for {self.ids[index]}"
+                )
 
     def _origin(self, seen: ExecutionNumber, source: int | None, index: int, writer: int) -> str:
         if source is None:
@@ -302,7 +313,27 @@ def _plan(
     statuses: Sequence[CellStatus], analyses: Sequence[CellAnalysis], graph: _Graph
 ) -> tuple[tuple[str, ...], Mapping[str, str]]:
     """The cells to run, in notebook order: those not fresh, the cells above that restore a value
-    they read, and then every cell that reads from a planned cell or sets again a name one sets."""
+    a planned cell reads, and every cell that reads from a planned cell or sets again a name one
+    sets; repeated until nothing is added."""
+    repairs: dict[int, str] = {}
+    while True:
+        planned, why = _closure(statuses, analyses, repairs)
+        chosen = set(planned)
+        more = {
+            provider: reason
+            for status in statuses
+            if status.id in chosen
+            for provider, reason in graph.needs.get(status.index, {}).items()
+            if statuses[provider].id not in chosen
+        }
+        if not more:
+            return planned, why
+        repairs.update(more)
+
+
+def _closure(
+    statuses: Sequence[CellStatus], analyses: Sequence[CellAnalysis], repairs: Mapping[int, str]
+) -> tuple[tuple[str, ...], Mapping[str, str]]:
     planned: list[str] = []
     why: dict[str, str] = {}
     set_by: dict[str, str] = {}  # name -> the last planned cell so far that sets it
@@ -311,7 +342,7 @@ def _plan(
             continue
         provides = analysis.defines | analysis.mutates
         if status.state == "fresh":
-            reason = graph.repairs.get(status.index) or _follows(status, provides, set(planned), set_by)
+            reason = repairs.get(status.index) or _follows(status, provides, set(planned), set_by)
             if reason is None:
                 continue
             why[status.id] = reason

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dis
 import importlib.util
 import os
 import site
@@ -57,6 +58,8 @@ _PSEUDO_FILES = ("/proc/", "/sys/", "/dev/")
 _IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, type(...))
 _UNCHANGING = (*_IMMUTABLE, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
 """Values that only rebinding can change (as far as a fingerprint could tell): not checked."""
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+"""Instructions that read a global: a name a function only assigns (`global x; x = 1`) is not read."""
 _identity = object.__hash__
 """An object's identity, as `id` would give it, without the `builtins.id` audit event that would
 call our own audit hook once per fingerprinted item."""
@@ -147,8 +150,9 @@ def _free_globals(reads: list[str], namespace: Mapping[str, Any]) -> list[str]:
         while codes:
             code = codes.pop()
             codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
-            for name in code.co_names:
-                if name in namespace and name not in found:
+            for instruction in dis.get_instructions(code):
+                name = instruction.argval
+                if instruction.opname in _GLOBAL_LOADS and name in namespace and name not in found:
                     found[name] = None
                     pending.append(namespace[name])
     return [name for name in found if name not in reads]
@@ -203,9 +207,9 @@ def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str
 
 
 def _reassigned(number: int, before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
-    """Names the tracked cell assigns that are bound to the very same unchanging object as before
-    (`import pandas as pd` again, `x = 1` when x was 1): the value is what the cell would give,
-    so the cell is taken to have written it."""
+    """Names the tracked cell always binds (at its top level) that are bound to the very same
+    unchanging object as before (`import pandas as pd` again, `x = 1` when x was 1): the value is
+    what the cell gives, so the cell is taken to have written it."""
     namespace = _shell.user_ns
     found = []
     for name in _armed[2]:

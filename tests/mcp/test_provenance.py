@@ -47,7 +47,7 @@ CASES = {
         [("a", "a = [1, 2]"), ("b", "b = a"), ("c", "b[0] = 5"), ("d", "s = sum(a)")],
         [("run", "all"), ("edit", ("c", "b[0] = 7"))],
         {"c": ("source_changed",), "d": ("upstream_stale",)},
-        ["c", "d"],
+        ["a", "b", "c", "d"],  # c changed a through b in place: both are made again first
         ["a", "s"],
     ),
     "mutating method": Case(
@@ -63,7 +63,7 @@ CASES = {
         ],
         [("run", "all"), ("edit", ("c", "m.tune(7)"))],
         {"c": ("source_changed",), "d": ("upstream_stale",)},
-        ["c", "d"],
+        ["b", "c", "d"],
         ["r"],
     ),
     "free name of a function": Case(
@@ -97,7 +97,7 @@ CASES = {
         [("a", "y = 0"), ("b", "flag = False"), ("c", "if flag:\n    y = 1"), ("d", "z = y")],
         [("run", "all"), ("edit", ("a", "y = 2"))],
         {"a": ("source_changed",), "d": ("upstream_stale",)},
-        ["a", "d"],
+        ["a", "c", "d"],  # c may set y: it runs again after a
         ["y", "z"],
     ),
     "file written and read": Case(

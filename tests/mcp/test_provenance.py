@@ -131,6 +131,13 @@ CASES = {
         ["a", "b", "c"],
         ["lst", "n"],
     ),
+    "mutated by a later notebook cell": Case(
+        [("a", "df = {'revenue': [1, 2]}"), ("b", "df['extra'] = 0"), ("c", "total = sum(df['revenue'])")],
+        [("run", "all")],
+        {},
+        [],
+        ["df", "total"],
+    ),
     "mutated outside the notebook": Case(
         [("a", "df = {'revenue': [1, 2]}"), ("b", "df['extra'] = 0"), ("c", "total = sum(df['revenue'])")],
         [("run", "all"), ("scratch", "df['revenue'] = [v * 2 for v in df['revenue']]")],

@@ -4,9 +4,14 @@ Owns the pure model: `evaluate(cells, facts) -> NotebookStatus`, with the runtim
 session records (`KernelFacts`, `CellRun`, `FileStamp`), plus `source_hash` and
 `select_cells`. No I/O and no kernel: the caller hashes files and asks the kernel.
 
+The promise: a cell is fresh when every value it read at its last run is the value a
+top-to-bottom run of the current notebook would give it at that point, every file it read has
+that content, and it finished without error.
+
 Each code cell gets one state: `running` (it is the running cell), `never_run` (no run of it
 is recorded in this kernel), `stale` (it ran, and one of the reasons below holds) or
-`fresh`. Reasons, in the order they are listed:
+`fresh`. Reasons, in the order they are listed (`why` names the value or file and the
+execution behind each):
 
 - `source_changed`: `source_hash` of its source differs from that of the source it ran.
   An edit undone is fresh again.
@@ -14,27 +19,36 @@ is recorded in this kernel), `stale` (it ran, and one of the reasons below holds
 - `errored`: its last run raised.
 - `file_changed`: a file it read is missing now, or its size or sha256 differs from when it
   was read. A new mtime with the same content changes nothing.
-- `upstream_changed`: a name it read was bound at version v when it ran (v: the execution
-  number that last rebound or mutated it) and now is unbound or at another version, made by
-  `run_python`, by a cell above it, or by no cell's last run. A change made by its own run
-  or by the last run of a cell below it does not count: a run from the top would give it
-  the value it saw. So `x = 1`, `print(x)`, `x = 2` run in order is all fresh, where "any
-  later rebinding" would flag `print(x)` and the plan would rerun it on the wrong x. A name
-  unbound when it ran counts for nothing here; the graph covers it.
+- `changed_outside`: a name its last run rebound or mutated was changed since by an execution
+  that ran no cell of this notebook, or deleted while no cell's last run left it unbound.
+  Changes by the notebook's own cells are ordinary flow.
+- `upstream_changed`: a value it read (with its version v: the execution that last rebound or
+  mutated it) came from elsewhere than the cell notebook order gives: v is not the last run of
+  a cell above (a cell below, an earlier run of a cell, an execution outside the notebook), or
+  a cell between that one and the reader has a current run that changed the name. A name the
+  kernel had before any cell ran (IPython's `open`) is fine while no cell above provides it.
 - `upstream_stale`: a cell it depends on is not fresh (stale, never run or running).
 - `undefined_name`: it reads a name no cell above defines, so a run from the top would
   fail. Names read only inside function bodies are looked up when called, so a definer
   anywhere in the notebook satisfies them.
 
-Dependencies, from the static analysis of the current sources (`analysis.analyze`): a read
-resolves to the nearest cell above that defines or mutates the name, or to the nearest
+Dependencies: the provenance of each read (the cell whose last run made the value it saw),
+the nearest writer above of each file it read, and, as the fast path and the fallback for what
+the kernel did not see, the static analysis of the current sources (`analysis.analyze`): a
+read resolves to the nearest cell above that defines or mutates the name, or to the nearest
 conservative cell above (`exec`, star import, ...) when that is nearer, as it may define
-anything. A builtin or interpolated name depends on a cell above only if one binds it. A
-conservative cell depends on every cell above. Dependencies always point up, so one pass in
-notebook order reaches the fixpoint. Only `never_run` and the graph reasons apply to a cell
-that never ran; a running cell has no reasons but makes its dependents `upstream_stale`.
+anything. For a cell whose last run ran its present source without error, what the run did
+replaces what its source says: names it rebound or mutated (aliases, method calls, a `global`
+set by a function it called) count as its definitions, and names it left unbound (`del`, an
+`if` not taken) as none. Dependencies always point up, so one pass in notebook order reaches
+the fixpoint. Only `never_run` and the graph reasons apply to a cell that never ran; a running
+cell has no reasons but makes its dependents `upstream_stale`.
 
-The plan is the stale and never-run cells in notebook order; the running cell is left out.
+The plan is the stale and never-run cells in notebook order, plus fresh cells with a why
+(`plan_why`): the cell above that provides a name a planned cell reads, when the kernel's value
+of it now comes from elsewhere than that cell or the cells between (so the value is made
+again first), a cell that reads a planned cell, and a cell that sets again a name a planned
+cell above sets; repeated until nothing is added. The running cell is left out.
 """
 
 from __future__ import annotations

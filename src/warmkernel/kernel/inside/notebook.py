@@ -20,6 +20,13 @@ the shape, labels, dtypes and a value hash of 64 evenly spaced rows (of up to 64
 So a change to one element of a big array or frame outside those samples can go unseen.
 Numbers, strings, functions, classes and modules are only checked for rebinding.
 
+What a notebook cell did. For each notebook execution the server learns once: the names it
+rebound or mutated (and the names its top level always binds that stayed bound to the same
+unchanging object, as `import pandas as pd` run again), the names its source uses that were
+unbound when it ended (deleted, or assigned only on a path not taken), and the files it read
+and wrote. A notebook function the cell reads looks up its free globals when called, so the
+globals such functions load (found in their bytecode, transitively) count as the cell's reads.
+
 Files. A Python audit hook sees every `open` (and `io.open_code`, so imports count) in the
 process. It is installed once per kernel and does almost nothing while no cell is tracked.
 During a notebook cell it records each regular file opened for reading, by absolute path, with

@@ -512,6 +512,7 @@ TOOLS: tuple[Tool, ...] = (
             "notebook": "string",
             "cells": "array",
             "plan": "array",
+            "plan_why": "object",
             "facts_current": "boolean",
             "outputs_not_saved": "object",
         },

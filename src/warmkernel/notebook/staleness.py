@@ -208,8 +208,13 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
         not_fresh.append(state != "fresh")
         read = analysis.reads | analysis.mutates | (run.read_versions.keys() if run else set())
         graph.note_needs(index, sorted(read))
-        current = run is not None and run.observed and not run.raised
-        graph.add(index, analysis, run if current and "source_changed" not in reasons else None, run)
+        current = (
+            run is not None
+            and run.observed
+            and not run.raised
+            and run.source_hash == source_hash(cell.source)
+        )
+        graph.add(index, analysis, run if current else None, run)
         statuses.append(
             CellStatus(
                 index=index,

@@ -2,7 +2,8 @@
 
 One warmkernel server (`python -m warmkernel mcp`, through the MCP SDK's stdio client), one
 notebook of N code cells in a temporary workspace: chains of small assignments, a cell in
-every 25 that reads a file, and a 100,000-row pandas DataFrame that a cell in every 50 reads.
+every 25 that reads a file, and a pandas DataFrame (100,000 rows, or `--megabytes` of them) that a
+cell in every 50 reads.
 Measured, each a median:
 
 1. `notebook_status` on the never-run notebook: the first call (binding, reading, analysing
@@ -47,8 +48,9 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def notebook_cells(count: int) -> list[tuple[str, str]]:
-    cells = [("c0", "import pandas as pd\nframe = pd.DataFrame({'v': range(100_000)})\nv0 = 0")]
+def notebook_cells(count: int, megabytes: int) -> list[tuple[str, str]]:
+    rows = max(100_000, megabytes * 1024 * 1024 // 8)  # one int64 column
+    cells = [("c0", f"import pandas as pd\nframe = pd.DataFrame({{'v': range({rows})}})\nv0 = 0")]
     for index in range(1, count):
         if index % 50 == 0:
             source = f"v{index} = int(frame.v.iloc[{index}])"
@@ -108,10 +110,10 @@ async def unbound_round_trip(workspace: Path, cells: list[tuple[str, str]]) -> f
         return await trivial_round_trip(client)
 
 
-async def bench(count: int) -> list[tuple[str, str]]:
+async def bench(count: int, megabytes: int) -> list[tuple[str, str]]:
     workspace = Path(tempfile.mkdtemp(prefix="wk-nb-bench-"))
     (workspace / "data.txt").write_text("x" * 1000)
-    cells = notebook_cells(count)
+    cells = notebook_cells(count, megabytes)
     write_notebook(workspace / "nb.ipynb", cells)
     rows: list[tuple[str, str]] = []
     progress(f"{count} cells as plain run_python cells, on a server of their own")
@@ -161,14 +163,17 @@ async def bench(count: int) -> list[tuple[str, str]]:
         rows.append(("run_python `pass` round trip, median of 50: before any cell ran", ms(before)))
         rows.append((f"  after the {count} cells ran as plain run_python cells, unbound", ms(unbound)))
         rows.append(("  after run_notebook_cells ran them, bound (their names are checked)", ms(after)))
+        rows.append(("  kernel-side cost per execution, bound minus unbound", ms(after - unbound)))
+        rows.append(("  ratio bound / unbound", f"{after / unbound:.2f}x"))
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="notebook_status and run_notebook_cells on a large notebook")
     parser.add_argument("--cells", type=int, default=500, help="code cells in the notebook")
+    parser.add_argument("--megabytes", type=int, default=1, help="size of the DataFrame the first cell makes")
     args = parser.parse_args()
-    rows = anyio.run(bench, args.cells)
+    rows = anyio.run(bench, args.cells, args.megabytes)
     print("| case | warmkernel |\n|---|---:|")
     for case, value in rows:
         print(f"| {case} | {value} |")

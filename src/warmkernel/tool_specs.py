@@ -528,9 +528,12 @@ TOOLS: tuple[Tool, ...] = (
         "anything. Without `kernel`, the notebook gets a kernel of its own (nb-<stem>) on first use, so main "
         "stays free for scratch cells. Lists each "
         "code cell in order: index, id, state (fresh, stale, never_run, running, skipped: empty or tagged "
-        "skip-execution), reasons (source_changed, never_run, errored, file_changed, upstream_changed, "
-        "upstream_stale, undefined_name; empty, skip_execution), the names it "
-        "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order.",
+        "skip-execution), reasons (source_changed, never_run, errored, file_changed, changed_outside, "
+        "upstream_changed, upstream_stale, undefined_name; empty, skip_execution) with why (the value or "
+        "file and the execution that made it differ), the names it "
+        "defines and the execution (In [N]) of its last run; then the plan: the cells to re-run, in order, "
+        "each fresh one with why it must run again. Fresh means a top-to-bottom run of the notebook would "
+        "give the same values.",
         (NOTEBOOK, NOTEBOOK_KERNEL),
         Annotations(read_only=True),
         (
@@ -545,6 +548,7 @@ TOOLS: tuple[Tool, ...] = (
             "notebook": "string",
             "cells": "array",
             "plan": "array",
+            "plan_why": "object",
             "facts_current": "boolean",
             "outputs_not_saved": "object",
         },

@@ -69,7 +69,10 @@ async def facts(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 async def verdicts(client: Client) -> Verdicts:
     status = await facts(client, "notebook_status", path=NB)
-    assert status["plan"] == [cell["id"] for cell in status["cells"] if cell["state"] != "fresh"]
+    repairs = status["plan_why"]
+    assert [cell for cell in status["plan"] if cell not in repairs] == [
+        cell["id"] for cell in status["cells"] if cell["state"] != "fresh"
+    ]
     return {cell["id"]: tuple(cell["reasons"]) for cell in status["cells"] if cell["state"] != "fresh"}
 
 
@@ -206,10 +209,18 @@ async def test_scratch_run_python_that_rebinds_a_name_makes_its_readers_stale(
     write_notebook(tmp_path / NB, [("a", "x = 1"), ("b", "y = x + 1"), ("c", "z = y"), ("d", "w = 1")])
     async with open_notebook as client:
         await run_cells(client)
-        await run(client, "x = 100", kernel=KERNEL)
-        assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_stale",)}
+        number, _ = await run(client, "x = 100", kernel=KERNEL)
+        expected = {"a": ("changed_outside",), "b": ("upstream_stale",), "c": ("upstream_stale",)}
+        assert await verdicts(client) == expected
+        status = await facts(client, "notebook_status", path=NB)
+        assert status["cells"][0]["why"] == [f"x changed by In [{number}]"]
+        assert f"a: x changed by In [{number}]" in text_of(
+            await client.call_tool("notebook_status", {"path": NB})
+        )
         await run(client, "unrelated = 1", kernel=KERNEL)
-        assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_stale",)}
+        assert await verdicts(client) == expected
+        await run_cells(client)
+        assert await verdicts(client) == {} and await value(client, "y") == "2"
 
 
 async def test_one_hook_pair_serves_inspection_and_notebook_after_a_rebind(
@@ -220,7 +231,11 @@ async def test_one_hook_pair_serves_inspection_and_notebook_after_a_rebind(
         await run_cells(client)
         number, _ = await run(client, "x = 100", kernel=KERNEL)
         await run(client, "_seed = 3", kernel=KERNEL)  # `_` names a cell reads are versioned too
-        assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_changed",)}
+        assert await verdicts(client) == {
+            "a": ("changed_outside",),
+            "b": ("upstream_stale",),
+            "c": ("upstream_stale",),
+        }
         listing = await facts(client, "list_python_variables", kernel=KERNEL)
         assert {row["name"]: row["execution"] for row in listing["variables"]}["x"] == number
         for event in ("pre_run_cell", "post_run_cell"):
@@ -243,10 +258,16 @@ async def test_in_place_mutation_is_seen_for_lists_and_big_dataframes(
     write_notebook(tmp_path / NB, cells)
     async with open_notebook as client:
         await run_cells(client)
-        await run(client, "items.append(3)", kernel=KERNEL)
-        assert await verdicts(client) == {"c": ("upstream_changed",)}
-        await run(client, "frame.loc[0, 'v'] = -1", kernel=KERNEL)
-        assert await verdicts(client) == {"b": ("upstream_changed",), "c": ("upstream_changed",)}
+        appended, _ = await run(client, "items.append(3)", kernel=KERNEL)
+        expected = {"a": ("changed_outside",), "b": ("upstream_stale",), "c": ("upstream_stale",)}
+        assert await verdicts(client) == expected
+        changed, _ = await run(client, "frame.loc[0, 'v'] = -1", kernel=KERNEL)
+        assert await verdicts(client) == expected
+        status = await facts(client, "notebook_status", path=NB)
+        assert status["cells"][0]["why"] == [
+            f"frame changed by In [{changed}]",
+            f"items changed by In [{appended}]",
+        ]
         await run_cells(client)
         assert await verdicts(client) == {}
 
@@ -279,9 +300,10 @@ async def test_inserted_moved_and_deleted_cells(tmp_path: Path, open_notebook: A
         edit_cells(path, lambda cells: [cell for cell in cells if cell.get("id") != "n"])
         assert await verdicts(client) == {}
         edit_cells(path, lambda cells: [cells[0], cells[2], cells[1], cells[3]])  # b above a
-        assert await verdicts(client) == {"b": ("undefined_name",), "c": ("upstream_stale",)}
+        moved = {"b": ("upstream_changed", "undefined_name"), "c": ("upstream_stale",)}
+        assert await verdicts(client) == moved  # it read x from a, below it now
         edit_cells(path, lambda cells: [cell for cell in cells if cell.get("id") != "a"])
-        assert await verdicts(client) == {"b": ("undefined_name",), "c": ("upstream_stale",)}
+        assert await verdicts(client) == moved
 
 
 async def test_cells_without_ids_get_stable_derived_ids(tmp_path: Path, open_notebook: Any) -> None:
@@ -298,7 +320,7 @@ async def test_cells_without_ids_get_stable_derived_ids(tmp_path: Path, open_not
             path, lambda cells: [cells[0], *[{**cell, "source": "x = 2"} for cell in cells[1:2]], cells[2]]
         )
         changed = await verdicts(client)
-        assert list(changed.values()) == [("never_run",), ("upstream_stale",)]
+        assert list(changed.values()) == [("never_run",), ("upstream_changed", "upstream_stale")]
         assert second in changed and first not in changed  # an edited id-less cell is a new cell
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from IPython.core.inputtransformer2 import TransformerManager
 
-from warmkernel.notebook.analysis import CellAnalysis, _CellVisitor, _parse, analyze
+from warmkernel.notebook.analysis import CellAnalysis, _CellVisitor, _parse, analyze, unconditional_binds
 
 
 @dataclass(frozen=True)
@@ -363,3 +363,21 @@ def test_analysis_of_any_text_is_consistent_and_never_raises(source: str) -> Non
     assert not got.reads & got.optional_reads
     if got.syntax_error is not None:
         assert got == CellAnalysis(syntax_error=got.syntax_error)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import pandas as pd\nimport os.path\nfrom json import loads as parse", {"pd", "os", "parse"}),
+        ("x = 1\ny: int = 2\nz += 1\na.b = 3\nc[0] = 4", {"x", "y", "z"}),
+        ("def f():\n    pass\nclass K:\n    pass", {"f", "K"}),
+        (
+            "if flag:\n    y = 1\nfor i in range(3):\n    pass\ntry:\n    w = 1\nexcept Exception:\n    pass",
+            set(),
+        ),
+        ("%time x = 1", set()),
+        ("x = (", set()),
+    ],
+)
+def test_unconditional_binds_are_the_top_level_bindings(source: str, expected: set[str]) -> None:
+    assert unconditional_binds(source) == expected

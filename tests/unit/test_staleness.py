@@ -44,6 +44,7 @@ class Recorder:
         self.versions: dict[str, ExecutionNumber] = {}
         self.runs: dict[str, CellRun] = {}
         self.files: dict[str, FileStamp | None] = {}
+        self.executions: set[ExecutionNumber] = set()
 
     def run(
         self,
@@ -52,17 +53,31 @@ class Recorder:
         raises: bool = False,
         files: Mapping[str, FileStamp] | None = None,
         changes: Iterable[str] | None = None,
+        calls_read: Iterable[str] = (),
     ) -> None:
-        """Run a cell; by default it rebinds or mutates what its source says it does."""
+        """Run a cell; by default it rebinds or mutates what its source says it does. `calls_read`:
+        the free globals of the notebook's functions it calls, which the kernel adds to its reads."""
         self.number += 1
         number = ExecutionNumber(self.number)
         analysis = analyze(cell.source)
-        names = analysis.reads | analysis.optional_reads
+        names = analysis.reads | analysis.optional_reads | set(calls_read)
         seen = {name: self.versions[name] for name in names if name in self.versions}
-        self.runs[cell.id] = CellRun(source_hash(cell.source), number, raises, seen, dict(files or {}))
-        self.files.update(files or {})
-        for name in analysis.defines | analysis.mutates if changes is None else changes:
+        wrote = frozenset(analysis.defines | analysis.mutates if changes is None else changes)
+        for name in wrote:
             self.versions[name] = number
+        used = names | analysis.defines | analysis.mutates
+        self.runs[cell.id] = CellRun(
+            source_hash(cell.source),
+            number,
+            raises,
+            seen,
+            dict(files or {}),
+            observed=True,
+            wrote=wrote,
+            unbound=frozenset(used - self.versions.keys()),
+        )
+        self.executions.add(number)
+        self.files.update(files or {})
 
     def run_all(self, cells: Iterable[Cell]) -> None:
         for cell in cells:
@@ -75,7 +90,9 @@ class Recorder:
             self.versions[name] = ExecutionNumber(self.number)
 
     def facts(self, running: str | None = None) -> KernelFacts:
-        return KernelFacts(dict(self.runs), dict(self.versions), dict(self.files), running)
+        return KernelFacts(
+            dict(self.runs), dict(self.versions), dict(self.files), running, frozenset(self.executions)
+        )
 
 
 def verdicts(status: NotebookStatus) -> dict[str, tuple[str, ...]]:
@@ -155,30 +172,36 @@ def test_in_place_mutation_below_a_reader_matches_a_run_from_the_top() -> None:
     assert status.cells[3].depends_on == ("c",)  # the mutating cell is the nearest definer
 
 
-def test_in_place_mutation_rerun_above_a_reader_makes_it_upstream_changed() -> None:
+def test_mutating_cell_run_twice_read_its_own_leftover_and_the_plan_restores_its_input() -> None:
     notebook = cells("items = []", "n = len(items)", "items.append(1)", "m = len(items)")
     kernel = Recorder()
     kernel.run_all(notebook)
-    kernel.run(notebook[2])
-    assert verdicts(evaluate(notebook, kernel.facts())) == {
+    kernel.run(notebook[2])  # appends again: a run from the top appends once
+    status = evaluate(notebook, kernel.facts())
+    assert verdicts(status) == {
         "a": FRESH,
         "b": FRESH,
-        "c": FRESH,
-        "d": ("stale", "upstream_changed"),
+        "c": ("stale", "upstream_changed"),
+        "d": ("stale", "upstream_changed", "upstream_stale"),
     }
+    assert status.cells[2].why == ("items came from In [3], not the last run of any cell here",)
+    assert status.plan == ("a", "b", "c", "d")
+    assert status.plan_why == {"a": "restores items for c", "b": "reads a, which runs again"}
 
 
-def test_in_place_mutation_by_run_python_makes_every_reader_upstream_changed() -> None:
+def test_in_place_mutation_by_run_python_makes_its_definers_changed_outside() -> None:
     notebook = cells("items = []", "n = len(items)", "items.append(1)", "m = len(items)")
     kernel = Recorder()
     kernel.run_all(notebook)
     kernel.run_python(changes={"items"})
-    assert verdicts(evaluate(notebook, kernel.facts())) == {
-        "a": FRESH,
-        "b": ("stale", "upstream_changed"),
-        "c": ("stale", "upstream_changed"),
-        "d": ("stale", "upstream_changed", "upstream_stale"),
+    status = evaluate(notebook, kernel.facts())
+    assert verdicts(status) == {
+        "a": ("stale", "changed_outside"),
+        "b": ("stale", "upstream_stale"),
+        "c": ("stale", "changed_outside", "upstream_stale"),
+        "d": ("stale", "upstream_stale"),
     }
+    assert status.cells[0].why == ("items changed by In [5]",)
 
 
 def test_mutation_the_kernel_saw_without_a_static_hint_makes_readers_stale() -> None:
@@ -187,9 +210,9 @@ def test_mutation_the_kernel_saw_without_a_static_hint_makes_readers_stale() -> 
     kernel.run_all(notebook)
     kernel.run_python(changes={"alias", "items"})  # `alias.append(1)`: the change check saw both
     assert verdicts(evaluate(notebook, kernel.facts())) == {
-        "a": FRESH,
-        "b": ("stale", "upstream_changed"),
-        "c": ("stale", "upstream_changed"),
+        "a": ("stale", "changed_outside"),
+        "b": ("stale", "changed_outside", "upstream_stale"),
+        "c": ("stale", "upstream_stale"),
     }
 
 
@@ -271,8 +294,8 @@ def test_function_reading_a_global_is_stale_when_the_global_changes() -> None:
     assert evaluate(notebook, kernel.facts()).cells[1].depends_on == ("a",)
     kernel.run_python(changes={"rate"})
     assert verdicts(evaluate(notebook, kernel.facts())) == {
-        "a": FRESH,
-        "b": ("stale", "upstream_changed"),
+        "a": ("stale", "changed_outside"),
+        "b": ("stale", "upstream_stale"),
         "c": ("stale", "upstream_stale"),
     }
 
@@ -297,7 +320,7 @@ def test_inserted_cell_that_redefines_a_name_takes_over_its_readers() -> None:
         "new": ("never_run", "never_run"),
         "b": ("stale", "upstream_stale"),
     }
-    assert status.cells[2].depends_on == ("new",)
+    assert status.cells[2].depends_on == ("a", "new")  # it read a's x; new's comes first now
     assert [cell.index for cell in status.cells] == [0, 1, 2]
 
 
@@ -316,7 +339,7 @@ def test_cell_moved_above_its_definer_reads_an_undefined_name() -> None:
     kernel.run_all(notebook)
     moved = [notebook[1], notebook[0], notebook[2]]
     assert verdicts(evaluate(moved, kernel.facts())) == {
-        "b": ("stale", "undefined_name"),
+        "b": ("stale", "upstream_changed", "undefined_name"),
         "a": FRESH,
         "c": ("stale", "upstream_stale"),
     }
@@ -327,7 +350,7 @@ def test_deleted_definer_leaves_its_readers_with_an_undefined_name() -> None:
     kernel = Recorder()
     kernel.run_all(notebook)
     status = evaluate(notebook[1:], kernel.facts())
-    assert verdicts(status) == {"b": ("stale", "undefined_name"), "c": FRESH}
+    assert verdicts(status) == {"b": ("stale", "upstream_changed", "undefined_name"), "c": FRESH}
     assert [cell.index for cell in status.cells] == [0, 1]
 
 
@@ -393,16 +416,19 @@ def test_edit_then_undo_is_fresh() -> None:
     assert verdicts(evaluate(edit(notebook, "a", "x = 1"), kernel.facts())) == {"a": FRESH, "b": FRESH}
 
 
-def test_scratch_run_python_that_rebinds_a_name_makes_its_readers_upstream_changed() -> None:
+def test_scratch_run_python_that_rebinds_a_name_makes_its_definer_changed_outside() -> None:
     notebook = cells("x = 1", "y = x", "z = 3")
     kernel = Recorder()
     kernel.run_all(notebook)
     kernel.run_python(changes={"x"})
-    assert verdicts(evaluate(notebook, kernel.facts())) == {
-        "a": FRESH,
-        "b": ("stale", "upstream_changed"),
+    status = evaluate(notebook, kernel.facts())
+    assert verdicts(status) == {
+        "a": ("stale", "changed_outside"),
+        "b": ("stale", "upstream_stale"),
         "c": FRESH,
     }
+    assert status.cells[0].why == ("x changed by In [4]",)
+    assert status.plan == ("a", "b")
 
 
 def test_scratch_run_python_that_binds_an_unread_name_changes_nothing() -> None:
@@ -413,12 +439,14 @@ def test_scratch_run_python_that_binds_an_unread_name_changes_nothing() -> None:
     assert verdicts(evaluate(notebook, kernel.facts())) == {"a": FRESH, "b": FRESH}
 
 
-def test_name_deleted_by_a_scratch_run_makes_its_readers_upstream_changed() -> None:
+def test_name_deleted_by_a_scratch_run_makes_its_definer_changed_outside() -> None:
     notebook = cells("x = 1", "y = x")
     kernel = Recorder()
     kernel.run_all(notebook)
     del kernel.versions["x"]
-    assert verdicts(evaluate(notebook, kernel.facts()))["b"] == ("stale", "upstream_changed")
+    status = evaluate(notebook, kernel.facts())
+    assert verdicts(status) == {"a": ("stale", "changed_outside"), "b": ("stale", "upstream_stale")}
+    assert status.cells[0].why == ("x deleted outside the notebook",)
 
 
 def test_magics_in_cells_link_like_code() -> None:
@@ -470,7 +498,7 @@ def test_conservative_cell_may_define_anything_and_depends_on_everything_above()
     kernel.run_all(notebook)
     status = evaluate(notebook, kernel.facts())
     assert verdicts(status) == {"a": FRESH, "b": FRESH, "c": FRESH, "d": FRESH}
-    assert [cell.depends_on for cell in status.cells] == [(), ("a",), ("b",), ()]
+    assert [cell.depends_on for cell in status.cells] == [(), ("a",), ("a", "b"), ()]
     assert verdicts(evaluate(edit(notebook, "a", "x = 2"), kernel.facts())) == {
         "a": ("stale", "source_changed"),
         "b": ("stale", "upstream_stale"),
@@ -500,15 +528,17 @@ def test_every_reason_at_once_is_listed_in_order() -> None:
     notebook = cells("x = 1", "y = x + q")
     kernel = Recorder()
     kernel.run(notebook[0])
+    kernel.run_python(changes={"x"})
     kernel.run(notebook[1], raises=True, files={"/f": STAMP})
     kernel.files["/f"] = None
-    kernel.run_python(changes={"x"})
+    kernel.run_python(changes={"y"})
     notebook = edit(edit(notebook, "a", "x = 2"), "b", "y = x + q + 1")
     assert verdicts(evaluate(notebook, kernel.facts()))["b"] == (
         "stale",
         "source_changed",
         "errored",
         "file_changed",
+        "changed_outside",
         "upstream_changed",
         "upstream_stale",
         "undefined_name",
@@ -532,28 +562,30 @@ def test_source_hash_is_sha256_of_the_utf8_source() -> None:
     assert len(source_hash("\ud800")) == 64  # a lone surrogate from JSON does not raise
 
 
-# known gaps
-
-
-@pytest.mark.xfail(strict=True, reason="a function's free names link only its defining cell, not its callers")
 def test_caller_of_a_function_is_linked_to_a_helper_defined_between_them() -> None:
     notebook = cells("def f():\n    return helper()", "def helper():\n    return 1", "print(f())")
     kernel = Recorder()
-    kernel.run_all(notebook)
+    kernel.run_all(notebook[:2])
+    kernel.run(notebook[2], calls_read={"helper"})
     status = evaluate(edit(notebook, "b", "def helper():\n    return 2"), kernel.facts())
+    assert status.cells[2].depends_on == ("a", "b")
     assert verdicts(status)["c"] == ("stale", "upstream_stale")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="flagging it would give a plan that never converges without its definer"
-)
-def test_cell_that_saw_a_value_from_a_cell_below_it_is_stale() -> None:
+def test_cell_that_saw_a_value_from_a_cell_below_it_is_stale_and_the_plan_converges() -> None:
     notebook = cells("x = 1", "print(x)", "x = 2")
     kernel = Recorder()
     kernel.run(notebook[0])
     kernel.run(notebook[2])
     kernel.run(notebook[1])  # out of order: it printed 2, a run from the top prints 1
-    assert verdicts(evaluate(notebook, kernel.facts()))["b"] == ("stale", "upstream_changed")
+    status = evaluate(notebook, kernel.facts())
+    assert verdicts(status)["b"] == ("stale", "upstream_changed")
+    assert status.cells[1].why == ("x came from c below (In [2])",)
+    assert status.plan == ("a", "b", "c")
+    assert status.plan_why == {"a": "restores x for b", "c": "sets x again after a"}
+    for cell in notebook:
+        kernel.run(cell)
+    assert evaluate(notebook, kernel.facts()).plan == ()
 
 
 # selection for run_notebook_cells
@@ -669,17 +701,46 @@ def test_an_edit_makes_exactly_the_edited_cell_and_its_downstream_stale(
     edited = data.draw(st.integers(0, len(made) - 1))
     notebook[edited] = replace(notebook[edited], source=notebook[edited].source + "  # edited")
     status = evaluate(notebook, kernel.facts())
-    assert set(status.plan) == _downstream_closure(made, {f"c{edited}"})
+    start = {f"c{edited}"}
+    assert {cell.id for cell in status.cells if cell.state != "fresh"} == _downstream_closure(made, start)
+    assert set(status.plan) == _plan_model(made, start)
 
 
-def _downstream_closure(made: list[tuple[str, set[str]]], start: set[str]) -> set[str]:
-    """A reference model: each read links to the nearest cell above that binds or mutates it."""
+def _plan_model(made: list[tuple[str, set[str]]], start: set[str]) -> set[str]:
+    """A reference model of the plan after a run in order: the downstream closure (with cells that
+    set a planned name again), plus, for each planned cell, the cell above that provides a name
+    it reads when the kernel's value of that name now comes from that cell or one below it;
+    repeated until nothing is added."""
+    plan = set(start)
+    while True:
+        plan = _downstream_closure(made, plan, sets_again=True)
+        more = set()
+        for index, (_, reads) in enumerate(made):
+            for name in reads if f"c{index}" in plan else ():
+                provider = max(i for i in range(index) if name in _defined(made[i][0]))
+                last = max(i for i in range(len(made)) if name in _defined(made[i][0]))
+                if not provider <= last < index:
+                    more.add(f"c{provider}")
+        if more <= plan:
+            return plan
+        plan |= more
+
+
+def _downstream_closure(
+    made: list[tuple[str, set[str]]], start: set[str], *, sets_again: bool = False
+) -> set[str]:
+    """A reference model: each read links to the nearest cell above that binds or mutates it; with
+    `sets_again`, a cell that binds or mutates what a cell in the closure does joins it too."""
     closure = set(start)
-    for index, (_, reads) in enumerate(made):
+    for index, (source, reads) in enumerate(made):
         for name in reads:
             definer = max(i for i in range(index) if name in _defined(made[i][0]))
             if f"c{definer}" in closure:
                 closure.add(f"c{index}")
+        if sets_again and any(
+            f"c{above}" in closure and _defined(made[above][0]) & _defined(source) for above in range(index)
+        ):
+            closure.add(f"c{index}")
     return closure
 
 
@@ -695,5 +756,6 @@ def test_evaluate_is_deterministic_and_ignores_mapping_order(made: list[tuple[st
         dict(reversed(list(facts.runs.items()))),
         dict(reversed(list(facts.versions.items()))),
         dict(reversed(list(facts.files.items()))),
+        notebook_executions=facts.notebook_executions,
     )
     assert evaluate(notebook, facts) == evaluate(notebook, facts) == evaluate(notebook, reordered)

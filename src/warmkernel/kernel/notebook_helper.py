@@ -23,22 +23,37 @@ FileReads = dict[str, tuple[int, int]]
 
 
 @dataclass(frozen=True)
+class CellDid:
+    """What one notebook execution did, as the kernel saw it."""
+
+    files: FileReads
+    """The files it read."""
+    wrote: frozenset[str]
+    """The names it rebound or mutated (or assigned again to the same unchanging object)."""
+    unbound: frozenset[str]
+    """The names its source uses that were unbound when it ended (deleted, or never assigned)."""
+    files_written: frozenset[str]
+    """The files it opened for writing."""
+
+
+@dataclass(frozen=True)
 class NotebookFacts:
     """What the kernel knows after its last execution."""
 
     versions: dict[str, ExecutionNumber]
     """User name -> the execution that last rebound or mutated it (0: before tracking began)."""
-    files: dict[ExecutionNumber, FileReads]
-    """The files read by each notebook execution asked about (each handed over once)."""
+    cells: dict[ExecutionNumber, CellDid]
+    """What each notebook execution asked about did (each handed over once)."""
 
 
 def begin_request(
-    load: bool, number: ExecutionNumber, names: Iterable[str], reads: Iterable[str]
+    load: bool, number: ExecutionNumber, names: Iterable[str], reads: Iterable[str], assigns: Iterable[str]
 ) -> tuple[str, str]:
     """The silent code (which loads the helper when `load`) and expression to send just before a
-    notebook cell that uses `names` and reads `reads` runs as `number`."""
+    notebook cell that uses `names`, reads `reads` and always binds `assigns` runs as `number`."""
     code = inside.notebook_install_code() if load else ""
-    return code, inside.question("notebook", f"begin({number}, {sorted(names)!r}, {sorted(reads)!r})")
+    arguments = f"{number}, {sorted(names)!r}, {sorted(reads)!r}, {sorted(assigns)!r}"
+    return code, inside.question("notebook", f"begin({arguments})")
 
 
 def read_begin(answer: str) -> dict[str, ExecutionNumber]:
@@ -55,10 +70,16 @@ def read_facts(answer: str) -> NotebookFacts:
     facts = _json(answer)
     return NotebookFacts(
         versions={name: ExecutionNumber(version) for name, version in facts["versions"].items()},
-        files={
-            ExecutionNumber(int(key)): {path: (size, mtime) for path, (size, mtime) in files.items()}
-            for key, files in facts["files"].items()
-        },
+        cells={ExecutionNumber(int(key)): _cell_did(did) for key, did in facts["cells"].items()},
+    )
+
+
+def _cell_did(did: dict[str, Any]) -> CellDid:
+    return CellDid(
+        files={path: (size, mtime) for path, (size, mtime) in did["files"].items()},
+        wrote=frozenset(did["wrote"]),
+        unbound=frozenset(did["unbound"]),
+        files_written=frozenset(did["files_written"]),
     )
 
 

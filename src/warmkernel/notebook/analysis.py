@@ -653,3 +653,26 @@ class _CellVisitor(ast.NodeVisitor):
             name = match.group(1) or match.group(2)
             if self._resolve(name) != "local":
                 self._optional.add(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def unconditional_binds(source: str) -> frozenset[str]:
+    """Names a statement at the top level of the cell binds, so every successful run binds them:
+    the kernel credits such a name to the cell even when it is bound again to the very same object
+    (`import pandas as pd` twice). A binding under `if`, `for` or `try` may not have run."""
+    try:
+        tree = _parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    found: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(statement.name)
+        elif isinstance(statement, ast.Import | ast.ImportFrom):
+            found.update((alias.asname or alias.name).partition(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.Assign):
+            found.update(target.id for target in statement.targets if isinstance(target, ast.Name))
+        elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and isinstance(statement.target, ast.Name):
+            found.add(statement.target.id)
+    found.discard("*")
+    return frozenset(found)

@@ -33,7 +33,7 @@ from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel import notebook_helper
 from warmkernel.kernel.channel import Inbox
-from warmkernel.notebook.analysis import analyze
+from warmkernel.notebook.analysis import analyze, unconditional_binds
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
 from warmkernel.notebook.document import CellOutputs, Notebook, NotebookCell, read_notebook, write_outputs
 from warmkernel.notebook.staleness import (
@@ -171,6 +171,8 @@ class NotebookBinding:
         """The kernel was reset since the notebook was bound: another notebook may be bound now."""
         self.runs: dict[str, CellRun] = {}
         self.versions: dict[str, ExecutionNumber] = {}
+        self.executions: set[ExecutionNumber] = set()
+        """Every execution that ran a cell of this notebook in the current kernel."""
         self.watches: dict[str, set[str]] = {}
         """Cell id -> files it depends on that no audit hook can see (declared by the caller)."""
         self.unsaved: dict[str, SaveOutcome] = {}
@@ -199,6 +201,7 @@ class NotebookBinding:
         self.generation = generation
         self.runs.clear()
         self.versions.clear()
+        self.executions.clear()
         self._unfetched.clear()
         self._reads.clear()
         self._displays.clear()
@@ -213,7 +216,7 @@ class NotebookBinding:
         names = analysis.reads | analysis.optional_reads | analysis.defines | analysis.mutates
         reads = analysis.reads | analysis.optional_reads
         load = self._helper_generation != self.generation
-        return notebook_helper.begin_request(load, number, names, reads)
+        return notebook_helper.begin_request(load, number, names, reads, unconditional_binds(cell.source))
 
     def start_run(
         self, cell: NotebookCell, record: ExecutionRecord, answer: str, inbox: Inbox
@@ -263,6 +266,7 @@ class NotebookBinding:
             and not (started.expects_error and record.state is ExecutionState.ERROR),
             read_versions=started.read_versions,
         )
+        self.executions.add(record.number)
         self._unfetched.add(record.number)
         for path in self.watches.get(started.cell_id, ()):
             self._note_read(record.number, path)
@@ -276,13 +280,23 @@ class NotebookBinding:
         return notebook_helper.facts_expression(numbers), numbers
 
     def absorb(self, answer: str, numbers: Sequence[ExecutionNumber]) -> None:
-        """Take the kernel's versions and the file reads of the runs asked about."""
+        """Take the kernel's versions and what the runs asked about did."""
         facts = notebook_helper.read_facts(answer)
         self.versions = facts.versions
         own = str(self.path)  # rewritten by every write-back: no cell depends on it
-        for number, files in facts.files.items():
+        cell_of = {run.execution: cell_id for cell_id, run in self.runs.items()}
+        for number, did in facts.cells.items():
             reads = self._reads.setdefault(number, {})
-            reads.update((path, seen) for path, seen in files.items() if path != own)
+            reads.update((path, seen) for path, seen in did.files.items() if path != own)
+            cell_id = cell_of.get(number)
+            if cell_id is not None:
+                self.runs[cell_id] = replace(
+                    self.runs[cell_id],
+                    observed=True,
+                    wrote=did.wrote,
+                    unbound=did.unbound,
+                    files_written=did.files_written - {own},
+                )
         self._unfetched.difference_update(numbers)
 
     def record_saves(self, saves: Mapping[str, Saved]) -> None:
@@ -337,7 +351,11 @@ class NotebookBinding:
             self.runs[cell_id] = replace(run, files_read={**run.files_read, **read})
         self._reads = later
         return KernelFacts(
-            runs=dict(self.runs), versions=dict(self.versions), files=dict(stamps), running=running
+            runs=dict(self.runs),
+            versions=dict(self.versions),
+            files=dict(stamps),
+            running=running,
+            notebook_executions=frozenset(self.executions),
         )
 
 

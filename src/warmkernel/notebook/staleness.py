@@ -4,11 +4,16 @@ Owns the pure model: `evaluate(cells, facts) -> NotebookStatus`, with the runtim
 session records (`KernelFacts`, `CellRun`, `FileStamp`), plus `source_hash` and
 `select_cells`. No I/O and no kernel: the caller hashes files and asks the kernel.
 
+The promise: a cell is fresh when every value it read at its last run is the value a
+top-to-bottom run of the current notebook would give it at that point, every file it read has
+that content, and it finished without error.
+
 Each code cell gets one state: `running` (it is the running cell), `never_run` (no run of it
 is recorded in this kernel), `stale` (it ran, and one of the reasons below holds), `fresh`,
 or `skipped`: it is never run, as nbclient and papermill skip it, because it is `empty` (only
 whitespace) or tagged `skip-execution` (`skip_execution`); it defines nothing for the cells
-below. Reasons of the other states, in the order they are listed:
+below. Reasons of the other states, in the order they are listed (`why` names the value or file
+and the execution behind each):
 
 - `source_changed`: `source_hash` of its source differs from that of the source it ran.
   An edit undone is fresh again.
@@ -16,38 +21,47 @@ below. Reasons of the other states, in the order they are listed:
 - `errored`: its last run raised.
 - `file_changed`: a file it read is missing now, or its size or sha256 differs from when it
   was read. A new mtime with the same content changes nothing.
-- `upstream_changed`: a name it read was bound at version v when it ran (v: the execution
-  number that last rebound or mutated it) and now is unbound or at another version, made by
-  `run_python`, by a cell above it, or by no cell's last run. A change made by its own run
-  or by the last run of a cell below it does not count: a run from the top would give it
-  the value it saw. So `x = 1`, `print(x)`, `x = 2` run in order is all fresh, where "any
-  later rebinding" would flag `print(x)` and the plan would rerun it on the wrong x. A name
-  unbound when it ran counts for nothing here; the graph covers it.
+- `changed_outside`: a name its last run rebound or mutated was changed since by an execution
+  that ran no cell of this notebook, or deleted while no cell's last run left it unbound.
+  Changes by the notebook's own cells are ordinary flow.
+- `upstream_changed`: a value it read (with its version v: the execution that last rebound or
+  mutated it) came from elsewhere than the cell notebook order gives: v is not the last run of
+  a cell above (a cell below, an earlier run of a cell, an execution outside the notebook), or
+  a cell between that one and the reader has a current run that changed the name. A name the
+  kernel had before any cell ran (IPython's `open`) is fine while no cell above provides it.
 - `upstream_stale`: a cell it depends on is not fresh (stale, never run or running).
 - `undefined_name`: it reads a name no cell above defines, so a run from the top would
   fail. Names read only inside function bodies are looked up when called, so a definer
   anywhere in the notebook satisfies them.
 
-Dependencies, from the static analysis of the current sources (`analysis.analyze`): a read
-resolves to the nearest cell above that defines or mutates the name, or to the nearest
+Dependencies: the provenance of each read (the cell whose last run made the value it saw),
+the nearest writer above of each file it read, and, as the fast path and the fallback for what
+the kernel did not see, the static analysis of the current sources (`analysis.analyze`): a
+read resolves to the nearest cell above that defines or mutates the name, or to the nearest
 conservative cell above (`exec`, star import, ...) when that is nearer, as it may define
-anything. A builtin or interpolated name depends on a cell above only if one binds it. A
-conservative cell depends on every cell above. Dependencies always point up, so one pass in
-notebook order reaches the fixpoint. Only `never_run` and the graph reasons apply to a cell
-that never ran; a running cell has no reasons but makes its dependents `upstream_stale`.
+anything. For a cell whose last run ran its present source without error, what the run did
+replaces what its source says: names it rebound or mutated (aliases, method calls, a `global`
+set by a function it called) count as its definitions, and names it left unbound (`del`, an
+`if` not taken) as none. Dependencies always point up, so one pass in notebook order reaches
+the fixpoint. Only `never_run` and the graph reasons apply to a cell that never ran; a running
+cell has no reasons but makes its dependents `upstream_stale`.
 
-The plan is the stale and never-run cells in notebook order; the running cell is left out.
+The plan is the stale and never-run cells in notebook order, plus fresh cells with a why
+(`plan_why`): the cell above that provides a name a planned cell reads, when the kernel's value
+of it now comes from elsewhere than that cell or the cells between (so the value is made
+again first), a cell that reads a planned cell, and a cell that sets again a name a planned
+cell above sets; repeated until nothing is added. The running cell is left out.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.notebook.analysis import analyze
+from warmkernel.notebook.analysis import CellAnalysis, analyze
 from warmkernel.types import ExecutionNumber
 
 CellState = Literal["fresh", "stale", "never_run", "running", "skipped"]
@@ -58,6 +72,7 @@ Reason = Literal[
     "never_run",
     "errored",
     "file_changed",
+    "changed_outside",
     "upstream_changed",
     "upstream_stale",
     "undefined_name",
@@ -114,6 +129,14 @@ class CellRun:
     """For each name it read that was bound when it ran: the version it saw."""
     files_read: Mapping[str, FileStamp] = field(default_factory=dict)
     """Each file it opened for reading, by absolute path, stamped when read."""
+    observed: bool = False
+    """The kernel's account of what the run did (the fields below) has arrived."""
+    wrote: frozenset[str] = frozenset()
+    """The names it rebound or mutated (aliases and method calls included, as the kernel saw)."""
+    unbound: frozenset[str] = frozenset()
+    """The names its source uses that were unbound when it ended (deleted, or not assigned)."""
+    files_written: frozenset[str] = frozenset()
+    """The files it opened for writing."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +151,8 @@ class KernelFacts:
     """The current stamp of every path in any run's `files_read`; None or absent: missing."""
     running: str | None = None
     """The id of the cell running now, if a notebook cell is running."""
+    notebook_executions: frozenset[ExecutionNumber] = frozenset()
+    """Every execution that ran a cell of this notebook (last runs and earlier ones)."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +172,18 @@ class CellStatus:
     """Ids of the cells above whose definitions it reads, in notebook order."""
     changed_files: tuple[str, ...] = ()
     """The files behind `file_changed`: read by its last run, missing or different now."""
+    why: tuple[str, ...] = ()
+    """The values and files behind its reasons, and the execution that made each differ."""
 
 
 @dataclass(frozen=True)
 class NotebookStatus:
     cells: tuple[CellStatus, ...]
     plan: tuple[str, ...]
-    """Ids of the stale and never-run cells, in notebook order."""
+    """Ids of the cells to run, in notebook order: the stale and never-run ones, and the fresh
+    ones `plan_why` names."""
+    plan_why: Mapping[str, str] = field(default_factory=dict)
+    """Fresh cell in the plan -> why it must run again."""
 
 
 def source_hash(source: str) -> str:
@@ -166,38 +196,26 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
     ids = [cell.id for cell in cells]
     if len(set(ids)) != len(ids):
         raise ValueError(f"cell ids must be unique, got {ids}")
-    everywhere = {name for cell in cells for name in _provided(cell.source)}
+    # a skipped cell is never run: it defines and reads nothing
+    analyses = [analyze("" if skipped_because(cell) else cell.source) for cell in cells]
+    everywhere = {name for analysis in analyses for name in analysis.defines | analysis.mutates}
     position = {cell_id: index for index, cell_id in enumerate(ids)}
     # execution number -> position of the cell whose last run it is
     made_by = {run.execution: position[cell_id] for cell_id, run in facts.runs.items() if cell_id in position}
-    definer: dict[str, int] = {}  # name -> the nearest cell so far that defines or mutates it
-    last_conservative = -1
+    graph = _Graph(ids, made_by, facts)
+    deleted = frozenset(name for run in facts.runs.values() for name in run.unbound)
     not_fresh: list[bool] = []
     statuses: list[CellStatus] = []
-    for index, cell in enumerate(cells):
+    for index, (cell, analysis) in enumerate(zip(cells, analyses, strict=True)):
         skipped = skipped_because(cell)
         if skipped is not None:  # never run, so it defines nothing for the cells below
             statuses.append(CellStatus(index, cell.id, "skipped", (skipped,), (), None, ()))
             not_fresh.append(False)
             continue
-        analysis = analyze(cell.source)
-        undefined = False
-        if analysis.conservative:
-            depends = list(range(index))
-        else:
-            found: set[int] = set()
-            for name in analysis.reads:
-                nearest = max(definer.get(name, -1), last_conservative)
-                if nearest >= 0:
-                    found.add(nearest)
-                elif name not in analysis.deferred_reads or name not in everywhere:
-                    undefined = True
-            for name in analysis.optional_reads:
-                if name in definer:
-                    found.add(max(definer[name], last_conservative))
-            depends = sorted(found)
+        depends, undefined = graph.static_depends(index, analysis, everywhere)
         run = facts.runs.get(cell.id)
         reasons: list[Reason] = []
+        why: list[str] = []
         changed = _changed_files(run, facts) if run is not None else ()
         if cell.id == facts.running:
             state: CellState = "running"
@@ -205,17 +223,27 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
             if run is None:
                 reasons.append("never_run")
             else:
-                reasons.extend(_run_reasons(cell, index, run, facts, made_by, changed))
+                reasons.extend(_run_reasons(cell, run, facts, deleted, why, changed))
+                if graph.check_reads(index, run, depends, why):
+                    reasons.append("upstream_changed")
+                depends.update(
+                    graph.file_writer[path] for path in run.files_read if path in graph.file_writer
+                )
             if any(not_fresh[dependency] for dependency in depends):
                 reasons.append("upstream_stale")
             if undefined:
                 reasons.append("undefined_name")
             state = "never_run" if run is None else "stale" if reasons else "fresh"
         not_fresh.append(state != "fresh")
-        for name in analysis.defines | analysis.mutates:
-            definer[name] = index
-        if analysis.conservative:
-            last_conservative = index
+        read = analysis.reads | analysis.mutates | (run.read_versions.keys() if run else set())
+        graph.note_needs(index, sorted(read))
+        current = (
+            run is not None
+            and run.observed
+            and not run.raised
+            and run.source_hash == source_hash(cell.source)
+        )
+        graph.add(index, analysis, run if current else None, run)
         statuses.append(
             CellStatus(
                 index=index,
@@ -224,28 +252,175 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 reasons=tuple(reasons),
                 defines=tuple(sorted(analysis.defines)),
                 execution=run.execution if run else None,
-                depends_on=tuple(ids[dependency] for dependency in depends),
+                depends_on=tuple(ids[dependency] for dependency in sorted(depends)),
                 changed_files=changed if state != "running" else (),
+                why=tuple(why),
             )
         )
-    plan = tuple(status.id for status in statuses if status.state in ("stale", "never_run"))
-    return NotebookStatus(cells=tuple(statuses), plan=plan)
+    plan, plan_why = _plan(statuses, analyses, graph)
+    return NotebookStatus(cells=tuple(statuses), plan=plan, plan_why=plan_why)
 
 
-def _provided(source: str) -> frozenset[str]:
-    analysis = analyze(source)
-    return analysis.defines | analysis.mutates
+class _Graph:
+    """Where each name and file comes from in notebook order, built up one cell at a time."""
+
+    def __init__(
+        self, ids: Sequence[str], made_by: Mapping[ExecutionNumber, int], facts: KernelFacts
+    ) -> None:
+        self.ids = ids
+        self.made_by = made_by
+        self.facts = facts
+        self.definer: dict[str, int] = {}
+        """Name -> the nearest cell so far that defines or mutates it (statically, or as its run did)."""
+        self.writer: dict[str, int] = {}
+        """Name -> the nearest cell so far whose current run rebound or mutated it."""
+        self.file_writer: dict[str, int] = {}
+        """Path -> the nearest cell so far whose last run wrote the file."""
+        self.last_conservative = -1
+        self.needs: dict[int, dict[int, str]] = {}
+        """Cell index -> the cells above it that must run first if it runs, and why."""
+
+    def static_depends(
+        self, index: int, analysis: CellAnalysis, everywhere: set[str]
+    ) -> tuple[set[int], bool]:
+        """The cells above that the source's reads resolve to, and whether a read resolves to none."""
+        if analysis.conservative:
+            return set(range(index)), False
+        found: set[int] = set()
+        undefined = False
+        for name in analysis.reads:
+            nearest = max(self.definer.get(name, -1), self.last_conservative)
+            if nearest >= 0:
+                found.add(nearest)
+            elif name not in analysis.deferred_reads or name not in everywhere:
+                undefined = True
+        for name in analysis.optional_reads:
+            if name in self.definer:
+                found.add(max(self.definer[name], self.last_conservative))
+        return found, undefined
+
+    def check_reads(self, index: int, run: CellRun, depends: set[int], why: list[str]) -> bool:
+        """Whether a value the run read came from anywhere but the cell notebook order gives
+        (noting why, and the cell above to run again); links the reads that did."""
+        wrong = False
+        for name, seen in sorted(run.read_versions.items()):
+            source = self.made_by.get(seen)
+            writer = self.writer.get(name, -1)
+            if source is not None and source < index and writer <= source:
+                depends.add(source)
+                continue
+            if seen == 0 and name not in self.definer:
+                continue  # the kernel's own (IPython's `open`, `In`), as a fresh kernel has it
+            wrong = True
+            why.append(f"{name} {self._origin(seen, source, index, writer)}")
+        return wrong
+
+    def note_needs(self, index: int, names: Iterable[str]) -> None:
+        """The cells above that must run before the cell at `index` can run again: the provider of
+        each name it reads whose value in the kernel now is not one notebook order gives there."""
+        for name in names:
+            provider = self.definer.get(name)
+            if provider is None:
+                continue
+            now = self.made_by.get(self.facts.versions.get(name, ExecutionNumber(0)))
+            if now is None or not provider <= now < index:
+                self.needs.setdefault(index, {}).setdefault(
+                    provider, f"restores {name} for {self.ids[index]}"
+                )
+
+    def _origin(self, seen: ExecutionNumber, source: int | None, index: int, writer: int) -> str:
+        if source is None:
+            if seen in self.facts.notebook_executions:
+                return f"came from In [{seen}], not the last run of any cell here"
+            return (
+                f"came from In [{seen}], outside the notebook" if seen else "was set before the notebook ran"
+            )
+        if source >= index:
+            return f"came from {self.ids[source]} below (In [{seen}])"
+        return f"came from {self.ids[source]} (In [{seen}]) but {self.ids[writer]} sets it later"
+
+    def add(self, index: int, analysis: CellAnalysis, current: CellRun | None, last: CellRun | None) -> None:
+        """Take in the cell at `index`; `current` is its last run when that ran its present source
+        without error and the kernel's account of it arrived."""
+        provides = analysis.defines | analysis.mutates
+        if current is not None:
+            provides = (provides | current.wrote) - current.unbound
+            for name in current.wrote:
+                self.writer[name] = index
+            for name in current.unbound & analysis.defines:  # deleted, or its assignment did not run
+                self.definer.pop(name, None)
+                self.writer.pop(name, None)
+        for name in provides:
+            self.definer[name] = index
+        if last is not None:
+            self.file_writer.update(dict.fromkeys(last.files_written, index))
+        if analysis.conservative:
+            self.last_conservative = index
+
+
+def _plan(
+    statuses: Sequence[CellStatus], analyses: Sequence[CellAnalysis], graph: _Graph
+) -> tuple[tuple[str, ...], Mapping[str, str]]:
+    """The cells to run, in notebook order: those not fresh, the cells above that restore a value
+    a planned cell reads, and every cell that reads from a planned cell or sets again a name one
+    sets; repeated until nothing is added."""
+    repairs: dict[int, str] = {}
+    while True:
+        planned, why = _closure(statuses, analyses, repairs)
+        chosen = set(planned)
+        more = {
+            provider: reason
+            for status in statuses
+            if status.id in chosen
+            for provider, reason in graph.needs.get(status.index, {}).items()
+            if statuses[provider].id not in chosen
+        }
+        if not more:
+            return planned, why
+        repairs.update(more)
+
+
+def _closure(
+    statuses: Sequence[CellStatus], analyses: Sequence[CellAnalysis], repairs: Mapping[int, str]
+) -> tuple[tuple[str, ...], Mapping[str, str]]:
+    planned: list[str] = []
+    why: dict[str, str] = {}
+    set_by: dict[str, str] = {}  # name -> the last planned cell so far that sets it
+    for status, analysis in zip(statuses, analyses, strict=True):
+        if status.state in ("running", "skipped"):
+            continue
+        provides = analysis.defines | analysis.mutates
+        if status.state == "fresh":
+            reason = repairs.get(status.index) or _follows(status, provides, set(planned), set_by)
+            if reason is None:
+                continue
+            why[status.id] = reason
+        planned.append(status.id)
+        set_by.update(dict.fromkeys(provides, status.id))
+    return tuple(planned), why
+
+
+def _follows(
+    status: CellStatus, provides: frozenset[str], planned: set[str], set_by: Mapping[str, str]
+) -> str | None:
+    """Why a fresh cell must run after the planned cells above it, if it must."""
+    for cell_id in status.depends_on:
+        if cell_id in planned:
+            return f"reads {cell_id}, which runs again"
+    again = sorted(provides & set_by.keys())
+    return f"sets {again[0]} again after {set_by[again[0]]}" if again else None
 
 
 def _run_reasons(
     cell: Cell,
-    index: int,
     run: CellRun,
     facts: KernelFacts,
-    made_by: Mapping[ExecutionNumber, int],
+    deleted: frozenset[str],
+    why: list[str],
     changed_files: tuple[str, ...],
 ) -> list[Reason]:
-    """The reasons that compare the last run of the cell at `index` with now."""
+    """The reasons that compare the last run of `cell` with now (`deleted`: names unbound by the
+    last run of some cell, which are the notebook's own doing)."""
     reasons: list[Reason] = []
     if source_hash(cell.source) != run.source_hash:
         reasons.append("source_changed")
@@ -253,11 +428,17 @@ def _run_reasons(
         reasons.append("errored")
     if changed_files:
         reasons.append("file_changed")
-    for name, seen in run.read_versions.items():
+        why.extend(f"{path} changed" for path in changed_files)
+    changed = []
+    for name in sorted(run.wrote):
         now = facts.versions.get(name)
-        if now != seen and now != run.execution and (now is None or made_by.get(now, -1) <= index):
-            reasons.append("upstream_changed")
-            break
+        if now is None and name not in deleted:
+            changed.append(f"{name} deleted outside the notebook")
+        elif now is not None and now != run.execution and now not in facts.notebook_executions:
+            changed.append(f"{name} changed by In [{now}]")
+    if changed:
+        reasons.append("changed_outside")
+        why.extend(changed)
     return reasons
 
 

@@ -38,6 +38,7 @@ def notebook_status_reply(view: NotebookView, settings: Settings) -> Reply:
     if not view.facts_current:
         lines.append("note: a cell is running; names and files are as of the last finished execution")
     lines.extend(_cell_table(view, settings))
+    lines.extend(_why_lines(view, settings))
     for cell_id, outcome in view.unsaved.items():
         why = _SAVE_SKIPPED.get(outcome, "writing it failed")
         lines.append(f"outputs of cell {cell_id}'s last run are not in the file: {why}")
@@ -75,6 +76,17 @@ def _cell_table(view: NotebookView, settings: Settings) -> list[str]:
     return shown
 
 
+def _why_lines(view: NotebookView, settings: Settings) -> list[str]:
+    """What made each stale cell differ (the values and files, and the executions), one line each."""
+    lines = [f"{cell.id}: {clip('; '.join(cell.why), 160)}" for cell in view.status.cells if cell.why]
+    shown = lines[: max(1, settings.inline_max_lines // 4)]
+    if len(shown) < len(lines):
+        shown.append(
+            f"... and {len(lines) - len(shown)} more; structured content (--json) has every cell's why"
+        )
+    return shown
+
+
 def _fold_fresh(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     """Runs of fresh cells as one row each, so a long notebook's table shows what is not fresh."""
     folded: list[tuple[str, ...]] = []
@@ -98,7 +110,9 @@ def _plan_line(view: NotebookView) -> str:
     if not plan:
         running = [cell.id for cell in view.status.cells if cell.state == "running"]
         return f"plan: empty; cell {running[0]} is running" if running else "plan: empty; every cell is fresh"
-    return f"plan: {', '.join(plan)}. {call('run_notebook_cells', path=view.shown)} runs them in order"
+    why = view.status.plan_why
+    named = ", ".join(f"{cell_id} ({why[cell_id]})" if cell_id in why else cell_id for cell_id in plan)
+    return f"plan: {named}. {call('run_notebook_cells', path=view.shown)} runs them in order"
 
 
 def _reasons(cell: CellStatus, view: NotebookView) -> str:
@@ -134,10 +148,12 @@ def _status_facts(view: NotebookView) -> dict[str, Any]:
                 "execution": cell.execution,
                 "depends_on": list(cell.depends_on),
                 "changed_files": list(cell.changed_files),
+                "why": list(cell.why),
             }
             for cell in view.status.cells
         ],
         "plan": list(view.status.plan),
+        "plan_why": dict(view.status.plan_why),
         "facts_current": view.facts_current,
         "outputs_not_saved": dict(view.unsaved),
     }

@@ -20,6 +20,13 @@ the shape, labels, dtypes and a value hash of 64 evenly spaced rows (of up to 64
 So a change to one element of a big array or frame outside those samples can go unseen.
 Numbers, strings, functions, classes and modules are only checked for rebinding.
 
+What a notebook cell did. For each notebook execution the server learns once: the names it
+rebound or mutated (and the names its top level always binds that stayed bound to the same
+unchanging object, as `import pandas as pd` run again), the names its source uses that were
+unbound when it ended (deleted, or assigned only on a path not taken), and the files it read
+and wrote. A notebook function the cell reads looks up its free globals when called, so the
+globals such functions load (found in their bytecode, transitively) count as the cell's reads.
+
 Files. A Python audit hook sees every `open` (and `io.open_code`, so imports count) in the
 process. It is installed once per kernel and does almost nothing while no cell is tracked.
 During a notebook cell it records each regular file opened for reading, by absolute path, with
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dis
 import importlib.util
 import os
 import site
@@ -57,6 +65,8 @@ _PSEUDO_FILES = ("/proc/", "/sys/", "/dev/")
 _IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, type(...))
 _UNCHANGING = (*_IMMUTABLE, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
 """Values that only rebinding can change (as far as a fingerprint could tell): not checked."""
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+"""Instructions that read a global: a name a function only assigns (`global x; x = 1`) is not read."""
 _identity = object.__hash__
 """An object's identity, as `id` would give it, without the `builtins.id` audit event that would
 call our own audit hook once per fingerprinted item."""
@@ -71,13 +81,17 @@ _watched_private: set[str] = set()
 """Watched names that start with `_`, which `common`'s namespace walk skips."""
 _prints: dict[str, int] = {}
 """Watched name -> the fingerprint of its value after the last execution (if it can change)."""
-_armed: list[Any] = [None, ()]
-"""The number of the notebook cell about to run, and the names it reads or defines."""
+_armed: list[Any] = [None, (), ()]
+"""The number of the notebook cell about to run, the names it reads or defines, and the names it
+assigns."""
 _opened: list[dict[str, tuple[int, int]] | None] = [None]
 """Path -> (size, mtime_ns) at its first read in the tracked cell; None while none is tracked."""
 _written: set[str] = set()
-_cell_files: dict[int, dict[str, tuple[int, int]]] = {}
-"""Execution number -> the files that notebook cell read, until the server fetches them."""
+_cell_facts: dict[int, dict[str, Any]] = {}
+"""Execution number -> what that notebook cell read, wrote and left unbound, until the server
+fetches it."""
+_changed: list[list[str]] = [[]]
+"""The names the tracked cell rebound or mutated (set by `cell_ended` for `_finish_cell`)."""
 _module_sources: dict[str, tuple[int, int]] = {}
 """A module's source path -> its (size, mtime_ns) when it was last loaded."""
 _excluded: list[str] = []
@@ -97,9 +111,16 @@ def install(shell: Any, rebound: Mapping[str, int]) -> None:
     sys.addaudithook(_audit)
 
 
-def begin(number: int, names: list[str], reads: list[str]) -> dict[str, Any]:
-    """Track the next execution as notebook cell `number`; the versions of the names it reads."""
+def begin(
+    number: int, names: list[str], reads: list[str], assigns: list[str] | None = None
+) -> dict[str, Any]:
+    """Track the next execution as notebook cell `number`; the versions of the names it reads.
+
+    A function defined in the notebook that the cell reads looks up its free globals when it is
+    called, so those count as read too (and those of the functions they name, transitively)."""
     namespace = _shell.user_ns
+    reads = [*reads, *_free_globals(reads, namespace)]
+    names = [*names, *reads]
     for name in names:
         if name in _watched:
             continue
@@ -108,15 +129,40 @@ def begin(number: int, names: list[str], reads: list[str]) -> dict[str, Any]:
             _watched_private.add(name)
         if name in namespace:
             _watch_value(name, namespace[name])
-    _armed[:] = [number, tuple(names)]
+    _armed[:] = [number, tuple(names), tuple(assigns or ())]
     read_versions = {name: _versions[name] for name in reads if name in _versions}
     return {"read_versions": read_versions}
 
 
 def facts(numbers: list[int]) -> dict[str, Any]:
-    """Every name's version, and the files read by the given notebook executions (handed over once)."""
-    files = {str(number): _cell_files.pop(number) for number in numbers if number in _cell_files}
-    return {"versions": _versions, "files": files}
+    """Every name's version, and what the given notebook executions did (handed over once)."""
+    done = {str(number): _cell_facts.pop(number) for number in numbers if number in _cell_facts}
+    return {"versions": _versions, "cells": done}
+
+
+def _free_globals(reads: list[str], namespace: Mapping[str, Any]) -> list[str]:
+    """The global names used by the notebook's own functions among `reads`, and by the functions
+    those name, up to NODES functions."""
+    found: dict[str, None] = {}
+    pending = [namespace[name] for name in reads if name in namespace]
+    seen: set[int] = set()
+    while pending and len(seen) < NODES:
+        value = pending.pop()
+        if not isinstance(value, types.FunctionType) or value.__globals__ is not namespace:
+            continue
+        if _identity(value) in seen:
+            continue
+        seen.add(_identity(value))
+        codes = [value.__code__]
+        while codes:
+            code = codes.pop()
+            codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+            for instruction in dis.get_instructions(code):
+                name = instruction.argval
+                if instruction.opname in _GLOBAL_LOADS and name in namespace and name not in found:
+                    found[name] = None
+                    pending.append(namespace[name])
+    return [name for name in found if name not in reads]
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -141,11 +187,13 @@ def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str
     if _watched_private:
         before = {**before, **_private_before}
         after = {**after, **_private_ids()}
+    changed: list[str] = []
     if number is not None:
         namespace = _shell.user_ns
         for name, ident in after.items():
             if before.get(name) != ident:
                 _versions[name] = number
+                changed.append(name)
                 if name in _watched:
                     _watch_value(name, namespace[name])
         for name, fingerprint in list(_prints.items()):
@@ -154,11 +202,29 @@ def cell_ended(number: int | None, before: Mapping[str, int], after: Mapping[str
                 if now != fingerprint:
                     _versions[name] = number
                     _prints[name] = now
+                    changed.append(name)
+        if _armed[0] is not None:
+            changed.extend(_reassigned(number, before, after))
+    _changed[0] = changed
     for table in (_versions, _prints):
         for name in table.keys() - after.keys():
             del table[name]
     if _armed[0] is not None:
         _finish_cell()
+
+
+def _reassigned(number: int, before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
+    """Names the tracked cell always binds (at its top level) that are bound to the very same
+    unchanging object as before (`import pandas as pd` again, `x = 1` when x was 1): the value is
+    what the cell gives, so the cell is taken to have written it."""
+    namespace = _shell.user_ns
+    found = []
+    for name in _armed[2]:
+        same = name in after and after[name] == before.get(name)
+        if same and _versions.get(name) != number and isinstance(namespace.get(name), _UNCHANGING):
+            _versions[name] = number
+            found.append(name)
+    return found
 
 
 def _watch_value(name: str, value: Any) -> None:
@@ -339,10 +405,11 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 def _finish_cell() -> None:
     """Hand the tracked cell's file reads over to `_cell_files` and stop tracking."""
-    number, names = _armed
+    number, names, _ = _armed
     opened = _opened[0] or {}
-    _armed[:] = [None, ()]
+    _armed[:] = [None, (), ()]
     _opened[0] = None
+    written = sorted(_written)
     for path in _written & opened.keys():
         stamp = _stamp(path)
         if stamp is None:
@@ -357,7 +424,13 @@ def _finish_cell() -> None:
             stamp = _module_sources[source] if source in _module_sources else _stamp(source)
             if stamp is not None:
                 opened[source] = stamp
-    _cell_files[number] = opened
+    unbound = sorted(name for name in set(names) if name not in namespace)
+    _cell_facts[number] = {
+        "files": opened,
+        "wrote": _changed[0],
+        "unbound": unbound,
+        "files_written": written,
+    }
 
 
 def _module_source(value: Any) -> str | None:

@@ -41,6 +41,8 @@ class Settings:
     """The most bytes of spilled output kept; past it the oldest finished executions' output is dropped."""
     inspect_timeout_s: float = 5.0
     """Time budget of one variable summary or listing; past it a degraded summary comes back."""
+    inspect_sample_rows: int = 5
+    """Rows of a DataFrame a variable summary shows as its sample."""
     summarizers: tuple[str, ...] = ()
     """User summarizers, `module:function`, imported inside the kernel and tried before the built-ins."""
     save_outputs: bool = True
@@ -63,6 +65,10 @@ class Settings:
     """The most kernels of a workspace that run at once (`main` and named ones; stopped ones not counted)."""
     kernel_idle_stop_s: float = 7200.0
     """A kernel other than `main` with no call and no running cell for this long is stopped; 0: never."""
+    notebook: str | None = None
+    """The notebook the notebook tools use when a call gives no path (relative to the workspace)."""
+    config_files: tuple[str, ...] = ()
+    """The configuration files this server's settings were read from (python_status names them)."""
     jupyter_notebook: str | None = None
     """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
     IDE opening the notebook there attaches to it."""

@@ -56,6 +56,8 @@ class DaemonOptions:
     """A pipe to write the daemon id to once the descriptor exists (`discovery.start_daemon`)."""
     jupyter: bool = False
     """Run the kernel on a Jupyter Server the daemon owns, for an IDE to attach to (`start --serve`)."""
+    jupyter_port: int | None = None
+    """With `jupyter`: the loopback port of that server; None: a free one."""
     jupyter_notebook: Path | None = None
     """With `jupyter`: the notebook (inside the workspace) whose server session the kernel joins."""
     kernel_options: Mapping[str, Any] = field(default_factory=dict)
@@ -224,7 +226,7 @@ async def _ide_server(
         yield None
         return
     kernelspec = Kernelspec.of_notebook(options.jupyter_notebook)
-    async with owned_jupyter_server(workspace.path, python, kernelspec) as jupyter:
+    async with owned_jupyter_server(workspace.path, python, kernelspec, options.jupyter_port) as jupyter:
         yield jupyter
 
 

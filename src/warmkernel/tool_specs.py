@@ -32,7 +32,11 @@ from warmkernel.types import READABLE_STREAMS
 
 _N = Spelling(metavar="N")
 NOTEBOOK = Param(
-    "path", Text(), "The .ipynb file, relative to the workspace.", cli=Spelling(metavar="NB", from_cwd=True)
+    "path",
+    Text(optional=True),
+    "The .ipynb file, relative to the workspace. Default: the server's configured notebook.",
+    None,
+    Spelling(metavar="NB", from_cwd=True),
 )
 EXECUTION = Param(
     "execution",

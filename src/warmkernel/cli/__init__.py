@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from warmkernel.cli.configured import configure
 from warmkernel.cli.daemon_verbs import LOCAL_VERBS
 from warmkernel.cli.exits import EXIT_ERROR, EXIT_USAGE
 from warmkernel.cli.parser import attach_dash_values, build_parser
@@ -20,8 +21,11 @@ from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(attach_dash_values(sys.argv[1:] if argv is None else argv))
+    words = attach_dash_values(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(words)
     try:
+        args = configure(parser, words)
         handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb)
         if handler is not None:
             return handler(args)

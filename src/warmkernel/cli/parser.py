@@ -29,6 +29,8 @@ _LOCAL_EXAMPLES = {
     "serve": "warmkernel serve --port 8801           serve the tools over Streamable HTTP",
     "forget": "warmkernel forget --stop              stop the daemon and delete its records",
     "init": "warmkernel init                        set the project up for agents",
+    "config": "warmkernel config                      every setting, its value and where it came from\n"
+    "warmkernel config --json               the same as JSON",
 }
 
 
@@ -134,12 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
         "daemon's own (loopback, with a token), NB's cells run in main, and the URL to open in "
         "JupyterLab or VS Code is printed; `stop` ends both.",
     )
-    start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
+    start.add_argument(
+        "warm_notebook",
+        nargs="?",
+        metavar="NB",
+        help="a .ipynb file to warm the kernel with (default: the configured notebook, if any)",
+    )
     start.add_argument(
         "--serve",
         action="store_true",
         help="run the kernel on a Jupyter Server this daemon owns, for JupyterLab or VS Code to attach "
         "to (in NB's server session when NB is given); needs warmkernel[serve]",
+    )
+    start.add_argument(
+        "--server-port",
+        type=int,
+        metavar="PORT",
+        help="with --serve: the loopback port of that Jupyter Server (default: a free one)",
     )
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
@@ -217,9 +230,23 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)
     daemon.add_argument("--ready-fd", type=int)
     daemon.add_argument("--jupyter-server", action="store_true")
+    daemon.add_argument("--jupyter-port", type=int)
     daemon.add_argument("--jupyter-notebook", type=Path)
     daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
+
+    config = verb(
+        "config",
+        "the effective settings and where each came from (default, file and line, environment, flag)",
+        "The effective settings of this workspace and where each came from. Every flag of mcp, serve "
+        "and start is a setting, named after it (inline_chars for --inline-chars): in the user's "
+        "file ($XDG_CONFIG_HOME/warmkernel/config.toml, else ~/.config/warmkernel/config.toml), the "
+        "project's pyproject.toml ([tool.warmkernel]) or warmkernel.toml (top level), or the "
+        "environment (WARMKERNEL_INLINE_CHARS). Each wins over the one before; flags win over all.",
+        parents=False,
+    )
+    config.add_argument("--json", action="store_true", help="print the settings as JSON")
+    add_server_options(config)
 
     init = verb(
         "init", "set this project up for agents (.mcp.json, AGENTS.md, a Claude skill)", parents=False

@@ -122,7 +122,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "python_status",
         "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
-        "whether a cell is running, and every kernel of the workspace in brief.",
+        "whether a cell is running, every kernel of the workspace in brief, and the configuration files in use.",
         (KERNEL,),
         Annotations(read_only=True),
         (
@@ -148,6 +148,7 @@ TOOLS: tuple[Tool, ...] = (
             "running_execution": "integer",
             "latest_execution": "integer",
             "kernels": "array",
+            "config_files": "array",
             "joined": "object",
         },
     ),

@@ -117,6 +117,9 @@ def status_reply(
     if latest is not None:
         lines.append(f"latest execution: {latest.number} ({latest.state.value})")
     lines.append("kernels: " + ", ".join(f"{k.name} ({_brief(k)})" for k in kernels))
+    lines.append(
+        "configuration: " + (", ".join(settings.config_files) or "no files (defaults, environment, flags)")
+    )
     data = {
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
@@ -133,6 +136,7 @@ def status_reply(
         "running_execution": running.number if running else None,
         "latest_execution": latest.number if latest else None,
         "kernels": [_kernel_facts(k) for k in kernels],
+        "config_files": list(settings.config_files),
     }
     return Reply("\n".join(lines), data)
 

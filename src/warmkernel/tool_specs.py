@@ -122,7 +122,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "python_status",
         "The workspace, how it was resolved, the interpreter, the kernel's pid and generation, "
-        "whether a cell is running, every kernel of the workspace in brief, and the configuration files in use.",
+        "whether a cell is running, every kernel of the workspace in brief, and the configuration files "
+        "in use.",
         (KERNEL,),
         Annotations(read_only=True),
         (

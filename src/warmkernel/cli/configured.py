@@ -115,7 +115,7 @@ def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse
 
 def _given(verb: argparse.ArgumentParser, parser: argparse.ArgumentParser, words: Sequence[str]) -> set[str]:
     """The destinations the command line itself sets (parsed once with every default suppressed)."""
-    saved = [(action, action.default) for action in verb._actions]  # pyright: ignore[reportPrivateUsage]
+    saved = [(action, action.default) for _, action in _options(verb)]
     for action, _ in saved:
         action.default = argparse.SUPPRESS
     try:

@@ -43,6 +43,17 @@ def _count(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    """A duration, 0 or more seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
 _OPTIONS = (
     _Option("--python", "python", "kernel", "interpreter that runs the kernel; it needs ipykernel", "PATH"),
     _Option(
@@ -196,7 +207,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
     if daemon:
         kernel.add_argument(
             "--idle-stop",
-            type=float,
+            type=_seconds,
             default=IDLE_STOP_DEFAULT_S,
             metavar="SECONDS",
             help="a daemon started here stops after this long with no client and no running cell; "

@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
         "started if there is none. When the host ends, the daemon and its kernel stay for the next "
         "conversation. The workspace is the current directory, or what the trusted resolver named by "
         f"{CONFIG_ENV} (an absolute path) returns. Kernel options are the daemon's: a live daemon with "
-        "other ones is refused (kernel_options_differ). Reply options are this client's own.",
+        "other ones is refused (kernel_options_differ). Reply options are this client's own. Every flag "
+        "is also a setting of the user's and the project's configuration files (`warmkernel config`).",
         parents=False,
     )
     mcp.add_argument(

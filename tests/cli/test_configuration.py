@@ -5,10 +5,14 @@ options a live daemon is compared with, the files python_status names)."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
+
+import pytest
 
 from tests.cli.conftest import Cli
 from tests.cli.test_nb import write_notebook
+from tests.cli.test_serve_attach import _descriptor, _rest  # pyright: ignore[reportPrivateUsage]
 
 
 def _user_file(cli: Cli) -> Path:
@@ -65,3 +69,18 @@ def test_configured_options_act_as_their_flags(cli: Cli) -> None:
     refused = cli("run", "1")
     assert refused.returncode == 2
     assert "kernel_options_differ" in refused.stderr and "max_kernels 3 (you asked for 2)" in refused.stderr
+
+
+@pytest.mark.timeout(240)
+def test_start_serves_for_an_ide_on_the_configured_port(cli: Cli) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (cli.workspace / "pyproject.toml").write_text(f"[tool.warmkernel]\nserve = true\nserver_port = {port}\n")
+    started = cli("start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    jupyter_url = _descriptor(cli)["jupyter_url"]
+    assert jupyter_url.startswith(f"http://127.0.0.1:{port}/")
+    with _rest(jupyter_url) as rest:
+        assert rest.get("api/kernels").status_code == 200
+    assert cli("stop").returncode == 0

@@ -125,7 +125,7 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
 
     (workspace / "warmkernel.toml").write_text("max_kernels = 2\nsave_outputs = false\nidle_stop = 60\n")
     args = configure(build_parser(), ["run", "1"])  # a verb without these flags still starts a daemon
-    assert asked_kernel_options(args) | {} == {"max_kernels": 2, "save_outputs": False}
+    assert asked_kernel_options(args) == {"max_kernels": 2, "save_outputs": False}
     flags = daemon_flags(args)
     assert flags[:5] == ["--max-kernels", "2", "--no-save-outputs", "--idle-stop", "60"]
 

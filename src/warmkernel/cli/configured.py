@@ -76,10 +76,14 @@ def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
 
 
 def workspace_of(args: argparse.Namespace) -> Workspace:
-    """The workspace whose project files count; the daemon is told it and asks no resolver again."""
-    if getattr(args, "resolved_by", None) is not None:
-        return Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
-    return resolve_workspace(Path.cwd())
+    """The workspace whose project files count, resolved once per command (the resolver is the
+    user's code); the daemon is told it and asks no resolver again."""
+    if getattr(args, "workspace", None) is None:
+        if getattr(args, "resolved_by", None) is not None:
+            args.workspace = Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
+        else:
+            args.workspace = resolve_workspace(Path.cwd())
+    return args.workspace
 
 
 def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
@@ -91,7 +95,8 @@ def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse
     if args.verb in UNCONFIGURED_VERBS:
         return args
     settings = declared_settings(parser)
-    configuration = load(settings, workspace_of(args).path, os.environ)
+    workspace = workspace_of(args)
+    configuration = load(settings, workspace.path, os.environ)
     verb = _verb_parser(parser, args)
     flags = dict(_options(verb))
     for setting in settings:
@@ -108,6 +113,7 @@ def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse
     for setting in settings:
         if setting.dest in given:
             values[setting.name] = Found(getattr(args, setting.dest), Source("flag", setting.flag))
+    args.workspace = workspace
     args.settings = settings
     args.configuration = Configuration(values, configuration.files)
     return args

@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 
 from warmkernel.cli.config_verb import config
+from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK, exit_status
 from warmkernel.cli.options import state_dir_of, workspace_daemon
 from warmkernel.cli.tool_verbs import run_tool_verb
@@ -21,7 +22,6 @@ from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop
 from warmkernel.errors import WarmkernelError
 from warmkernel.scaffold import SNIPPETS, init_project
 from warmkernel.tool_specs import TOOLS_BY_NAME
-from warmkernel.workspace import resolve_workspace
 
 
 def sessions(args: argparse.Namespace) -> int:
@@ -179,7 +179,7 @@ def forget(args: argparse.Namespace) -> int:
     runs, unless --stop stops it first."""
     from warmkernel import journal  # here: other verbs load no journal code
 
-    workspace = resolve_workspace(Path.cwd()).path
+    workspace = workspace_of(args).path
     descriptor = find_daemon(workspace)
     if descriptor is not None:
         if not args.stop:

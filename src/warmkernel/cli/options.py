@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from warmkernel.cli.configured import workspace_of
 from warmkernel.config import Settings, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
@@ -324,7 +325,7 @@ def workspace_daemon(
     """The daemon of this workspace, started with this command line's kernel options if there is
     none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
     options than those given."""
-    workspace = resolve_workspace(Path.cwd())
+    workspace = workspace_of(args)
     # A bad configuration is refused here with its code, not in a daemon's log.
     load_summarizers(workspace.path)
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.

@@ -26,8 +26,13 @@ def anyio_backend() -> str:
 
 
 def daemon_env(root: Path) -> dict[str, str]:
-    """The environment that keeps daemons, their descriptors and journals under `root`."""
-    return {RUNTIME_DIR_ENV: str(root / "rt"), STATE_DIR_ENV: str(root / "state")}
+    """The environment that keeps daemons, their descriptors and journals (and the user's
+    configuration file) under `root`."""
+    return {
+        RUNTIME_DIR_ENV: str(root / "rt"),
+        STATE_DIR_ENV: str(root / "state"),
+        "XDG_CONFIG_HOME": str(root / "config"),
+    }
 
 
 @contextmanager

@@ -40,6 +40,8 @@ class Settings:
     """The most bytes of spilled output kept; past it the oldest finished executions' output is dropped."""
     inspect_timeout_s: float = 5.0
     """Time budget of one variable summary or listing; past it a degraded summary comes back."""
+    inspect_sample_rows: int = 5
+    """Rows of a DataFrame a variable summary shows as its sample."""
     summarizers: tuple[str, ...] = ()
     """User summarizers, `module:function`, imported inside the kernel and tried before the built-ins."""
     save_outputs: bool = True
@@ -89,6 +91,10 @@ class Settings:
     """`NAME=VALUE` variables of the kernel's environment on create (image, namespace, ...)."""
     kernel_launch_timeout_s: float = 120.0
     """How long creating a kernel on the server and its first `kernel_info` may take (an image pull)."""
+    notebook: str | None = None
+    """The notebook the notebook tools use when a call gives no path (relative to the workspace)."""
+    config_files: tuple[str, ...] = ()
+    """The configuration files this server's settings were read from (python_status names them)."""
     jupyter_notebook: str | None = None
     """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
     IDE opening the notebook there attaches to it."""

@@ -62,6 +62,8 @@ class DaemonOptions:
     """A pipe to write the daemon id to once the descriptor exists (`discovery.start_daemon`)."""
     jupyter: bool = False
     """Run the kernel on a Jupyter Server the daemon owns, for an IDE to attach to (`start --serve`)."""
+    jupyter_port: int | None = None
+    """With `jupyter`: the loopback port of that server; None: a free one."""
     jupyter_notebook: Path | None = None
     """With `jupyter`: the notebook (inside the workspace) whose server session the kernel joins."""
     kernel_options: Mapping[str, Any] = field(default_factory=dict)
@@ -298,7 +300,9 @@ async def _ide_server(
         lambda: prepare_environment(settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
     )
     kernelspec = Kernelspec.of_notebook(options.jupyter_notebook)
-    async with owned_jupyter_server(workspace.path, environment.command, kernelspec) as jupyter:
+    async with owned_jupyter_server(
+        workspace.path, environment.command, kernelspec, options.jupyter_port
+    ) as jupyter:
         yield jupyter
 
 

@@ -100,9 +100,13 @@ _SPEC_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 @asynccontextmanager
 async def owned_jupyter_server(
-    root_dir: Path, python: Sequence[str] = (sys.executable,), kernelspec: Kernelspec = Kernelspec()
+    root_dir: Path,
+    python: Sequence[str] = (sys.executable,),
+    kernelspec: Kernelspec = Kernelspec(),
+    port: int | None = None,
 ) -> AsyncIterator[JupyterHost]:
-    """A Jupyter Server serving `root_dir`, once it answers; on exit it is stopped with its kernels.
+    """A Jupyter Server serving `root_dir` on loopback `port` (None: a free one), once it answers;
+    on exit it is stopped with its kernels.
 
     Its one kernelspec, `kernelspec`, runs `python` (an `Environment.command`) with the isolation
     of a local warmkernel kernel.
@@ -111,7 +115,7 @@ async def owned_jupyter_server(
     runtime = RuntimeRoot()
     try:
         token = secrets.token_urlsafe(32)
-        port = _free_loopback_port()
+        port = port or _free_loopback_port()
         url = f"http://127.0.0.1:{port}/"
         log_file = runtime.path / "jupyter-server.log"
         with open(log_file, "ab") as log:  # noqa: ASYNC230 (a new file in our private root)

@@ -396,6 +396,19 @@ assert set(_KERNEL_HANDLERS) | set(_WORKSPACE_HANDLERS) == set(TOOLS_BY_NAME), (
 )
 
 
+def _notebook_path(conn: Connection, tool: str, path: str | None) -> str:
+    """The notebook a call names, else the configured one (`notebook`)."""
+    if path is not None:
+        return path
+    if conn.settings.notebook is None:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f'{tool} needs path: give path="NAME.ipynb", or set notebook in the configuration '
+            "(warmkernel.toml, [tool.warmkernel] of pyproject.toml, or --notebook)",
+        )
+    return conn.settings.notebook
+
+
 async def _find_kernel(conn: Connection, finding: Finding, args: dict[str, Any]) -> Session:
     if finding == "notebook":
         return await conn.kernels.for_notebook(args["path"], args["kernel"])
@@ -407,6 +420,8 @@ async def _call(conn: Connection, name: str, args: dict[str, Any], ctx: ServerRe
     if name in _WORKSPACE_HANDLERS:
         return await _WORKSPACE_HANDLERS[name](conn, args)
     handler, finding = _KERNEL_HANDLERS[name]
+    if finding == "notebook":
+        args = args | {"path": _notebook_path(conn, name, args["path"])}
     session = await _find_kernel(conn, finding, args)
     with speaking_of(session.name), session.in_use():
         return conn.with_notices(session, await handler(conn, session, args, ctx))

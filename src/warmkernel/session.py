@@ -246,7 +246,9 @@ class Session:
             kernel = await self._launcher.start(generation)
             # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
             await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
-            installed = await kernel.run_silently(helper.install_code(self.settings.summarizers))
+            installed = await kernel.run_silently(
+                helper.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
+            )
             if installed is not None and installed.status != "ok":
                 log.warning(
                     "the kernel-side helper did not load (%s: %s); variables cannot be inspected",

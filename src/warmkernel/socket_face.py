@@ -53,6 +53,7 @@ REPLY_OPTIONS = frozenset(
         "inline_max_chars",
         "max_images_per_reply",
         "max_image_bytes",
+        "notebook",
     }
 )
 """The settings a client may choose for its own replies; every other setting is the daemon's."""

@@ -33,7 +33,11 @@ from warmkernel.types import EXPORT_FORMATS, READABLE_STREAMS
 
 _N = Spelling(metavar="N")
 NOTEBOOK = Param(
-    "path", Text(), "The .ipynb file, relative to the workspace.", cli=Spelling(metavar="NB", from_cwd=True)
+    "path",
+    Text(optional=True),
+    "The .ipynb file, relative to the workspace. Default: the server's configured notebook.",
+    None,
+    Spelling(metavar="NB", from_cwd=True),
 )
 EXECUTION = Param(
     "execution",
@@ -127,7 +131,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "python_status",
         "The workspace, how it was resolved, the interpreter and why it was chosen, the kernel's pid "
-        "and generation, whether a cell is running, and every kernel of the workspace in brief.",
+        "and generation, whether a cell is running, every kernel of the workspace in brief, and the "
+        "configuration files in use.",
         (KERNEL,),
         Annotations(read_only=True),
         (
@@ -156,6 +161,7 @@ TOOLS: tuple[Tool, ...] = (
             "latest_execution": "integer",
             "kernels": "array",
             "charts": "object",
+            "config_files": "array",
             "joined": "object",
         },
     ),

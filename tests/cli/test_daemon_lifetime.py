@@ -301,7 +301,7 @@ def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(c
     (cli.workspace / "pyproject.toml").write_text("[tool.warmkernel]\nidle_stop = -1\n")
     refused = cli("run", "1")
     assert refused.returncode == 2
-    assert "pyproject.toml [tool.warmkernel] idle_stop must be a number of seconds >= 0" in refused.stderr
+    assert "pyproject.toml:2: tool.warmkernel.idle_stop = -1: must be 0 or more, not -1" in refused.stderr
 
 
 def test_forget_deletes_the_journal_only_when_no_daemon_runs_on_it(cli: Cli) -> None:

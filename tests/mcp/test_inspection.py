@@ -653,3 +653,10 @@ async def test_a_helper_answer_that_is_not_json_is_an_internal_error_logged_with
     assert "sent no JSON" in message
     logged = [r for r in caplog.records if r.levelname == "ERROR" and r.exc_info is not None]
     assert logged, "an internal_error is logged with its traceback"
+
+
+async def test_the_sample_of_a_dataframe_has_inspect_sample_rows_rows(fresh_client: FreshClient) -> None:
+    async with fresh_client(inspect_sample_rows=2) as client:
+        await run(client, "import pandas as pd\nframe = pd.DataFrame({'n': range(10)})")
+        facts = await summary(client, "frame")
+        assert facts["sample_rows"] == [{"n": 0}, {"n": 1}]

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from warmkernel.cli.configured import configure
 from warmkernel.cli.daemon_verbs import LOCAL_VERBS
 from warmkernel.cli.exits import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE
 from warmkernel.cli.parser import attach_dash_values, build_parser
@@ -22,8 +23,11 @@ from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(attach_dash_values(sys.argv[1:] if argv is None else argv))
+    words = attach_dash_values(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(words)
     try:
+        args = configure(parser, words)
         handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb) or run_tool_verb
         status = handler(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe ends the verb like any failure

@@ -15,6 +15,8 @@ from typing import Any
 import psutil
 
 from warmkernel.cli.completion import completion
+from warmkernel.cli.config_verb import config
+from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_ERROR, EXIT_OK, exit_status
 from warmkernel.cli.options import chosen_daemon, state_dir_of, workspace_daemon
 from warmkernel.cli.tool_verbs import run_tool_verb
@@ -23,7 +25,6 @@ from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop
 from warmkernel.errors import WarmkernelError
 from warmkernel.scaffold import init_project, server_command
 from warmkernel.tool_specs import TOOLS_BY_NAME
-from warmkernel.workspace import resolve_workspace
 
 
 def sessions(args: argparse.Namespace) -> int:
@@ -92,7 +93,9 @@ def _describe(row: dict[str, Any]) -> str:
 
 
 def start(args: argparse.Namespace) -> int:
-    """Start the workspace's daemon if none is live; with NB, warm its kernel with the notebook."""
+    """Start the workspace's daemon if none is live; with NB (or a configured notebook), warm its
+    kernel with the notebook."""
+    args = argparse.Namespace(**vars(args) | {"notebook": args.warm_notebook or args.notebook})
     descriptor, started = workspace_daemon(args, _serve_flags(args) if args.serve else [])
     if args.serve and descriptor.jupyter_url is None:
         raise WarmkernelError(
@@ -122,11 +125,12 @@ def _serve_flags(args: argparse.Namespace) -> list[str]:
         raise WarmkernelError(
             "invalid_arguments", "--serve runs the kernel on a Jupyter Server of its own; drop --jupyter-url"
         )
+    port = [] if args.server_port is None else ["--jupyter-port", str(args.server_port)]
     if args.notebook is None:
-        return ["--jupyter-server"]
+        return ["--jupyter-server", *port]
     if not Path(args.notebook).is_file():
         raise WarmkernelError("notebook_not_found", f"{notebook_path(args.notebook)} does not exist")
-    return ["--jupyter-server", "--jupyter-notebook", notebook_path(args.notebook)]
+    return ["--jupyter-server", *port, "--jupyter-notebook", notebook_path(args.notebook)]
 
 
 def _warm_start(args: argparse.Namespace, descriptor: Descriptor) -> ToolOutcome:
@@ -178,7 +182,7 @@ def forget(args: argparse.Namespace) -> int:
     runs, unless --stop stops it first."""
     from warmkernel import journal  # here: other verbs load no journal code
 
-    workspace = resolve_workspace(Path.cwd()).path
+    workspace = workspace_of(args).path
     descriptor = find_daemon(workspace)
     if descriptor is not None:
         if not args.stop:
@@ -188,7 +192,7 @@ def forget(args: argparse.Namespace) -> int:
                 "`warmkernel forget --stop` stops it first",
             )
         stop_daemon(descriptor)
-    forgotten = journal.forget(workspace, state_dir_of(args, workspace))
+    forgotten = journal.forget(workspace, state_dir_of(args))
     if args.json:
         print(json.dumps({"forgotten": forgotten, "workspace": str(workspace)}))
     else:
@@ -252,6 +256,7 @@ def notebook_path(given: str) -> str:
 
 
 LOCAL_VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "config": config,
     "sessions": sessions,
     "start": start,
     "stop": stop,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from warmkernel.cli.configured import workspace_of
 from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
@@ -76,6 +77,17 @@ def _assignment(text: str) -> str:
 def _path(text: str) -> str:
     """A file path, made absolute here: the daemon that reads it runs in the workspace."""
     return os.path.abspath(text)
+
+
+def _duration(text: str) -> float:
+    """A duration, 0 or more seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 _OPTIONS = (
@@ -265,6 +277,29 @@ _OPTIONS = (
         _path,
     ),
     _Option(
+        "--inspect-timeout",
+        "inspect_timeout_s",
+        "kernel",
+        "time budget of one variable summary or listing; past it a degraded summary comes back",
+        "SECONDS",
+        float,
+    ),
+    _Option(
+        "--inspect-sample-rows",
+        "inspect_sample_rows",
+        "kernel",
+        "rows of a DataFrame a variable summary shows as its sample",
+        "N",
+        _count,
+    ),
+    _Option(
+        "--notebook",
+        "notebook",
+        "reply",
+        "the notebook the nb verbs and the notebook tools use when a call gives no path",
+        "NB",
+    ),
+    _Option(
         "--max-images", "max_images_per_reply", "reply", "images one reply shows; the rest named", "N", int
     ),
     _Option(
@@ -337,17 +372,17 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
     if daemon:
         kernel.add_argument(
             "--idle-stop",
-            type=float,
+            type=_duration,
+            default=IDLE_STOP_DEFAULT_S,
             metavar="SECONDS",
             help="a daemon started here stops after this long with no client and no running cell; "
-            f"0: never (default: {IDLE_STOP_DEFAULT_S:g}, 12 h)",
+            "0: never (the default is 12 h)",
         )
         kernel.add_argument(
             "--state-dir",
             type=Path,
             metavar="DIR",
             help="where a daemon started here keeps the journal of its records (default: "
-            "$WARMKERNEL_STATE_DIR, else `state_dir` of the project's configuration, else "
             "$XDG_STATE_HOME/warmkernel or ~/.local/state/warmkernel)",
         )
         kernel.add_argument(
@@ -413,16 +448,12 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
     return [*flags, "--log-level", getattr(args, "log_level", "WARNING")]
 
 
-def state_dir_of(args: argparse.Namespace, workspace: Path) -> Path | None:
-    """Where the workspace's journal is: --state-dir, else $WARMKERNEL_STATE_DIR, else the project's
-    `state_dir`; None: the per-user default (`journal.state_dir`)."""
-    from warmkernel.journal import STATE_DIR_ENV  # here: a client verb loads no journal code
-
+def state_dir_of(args: argparse.Namespace) -> Path | None:
+    """Where the workspace's journal is: `state_dir` (--state-dir, $WARMKERNEL_STATE_DIR or a
+    configuration file); None: the per-user default (`journal.state_dir`)."""
     if getattr(args, "state_dir", None) is not None:
         return args.state_dir.absolute()
-    if os.environ.get(STATE_DIR_ENV):
-        return None
-    return load_lifetime(workspace).state_dir
+    return None
 
 
 def _jupyter_token(args: argparse.Namespace) -> str | None:
@@ -452,7 +483,7 @@ def workspace_daemon(
     """The daemon of this workspace, started with this command line's kernel options if there is
     none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
     options than those given."""
-    workspace = resolve_workspace(Path.cwd())
+    workspace = workspace_of(args)
     # A bad configuration is refused here with its code, not in a daemon's log.
     load_summarizers(workspace.path)
     load_lifetime(workspace.path)

@@ -37,6 +37,8 @@ _LOCAL_EXAMPLES = {
     "init": "warmkernel init                        set the project up for agents",
     "completion": "warmkernel completion fish | source   complete verbs and flags in fish (in config.fish)\n"
     'eval "$(warmkernel completion bash)"  the same in bash (in ~/.bashrc); zsh: the same with zsh',
+    "config": "warmkernel config                      every setting, its value and where it came from\n"
+    "warmkernel config --json               the same as JSON",
 }
 
 
@@ -169,12 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
         "daemon's own (loopback, with a token), NB's cells run in main, and the URL to open in "
         "JupyterLab or VS Code is printed; `stop` ends both.",
     )
-    start.add_argument("notebook", nargs="?", metavar="NB", help="a .ipynb file to warm the kernel with")
+    start.add_argument(
+        "warm_notebook",
+        nargs="?",
+        metavar="NB",
+        help="a .ipynb file to warm the kernel with (default: the configured notebook, if any)",
+    )
     start.add_argument(
         "--serve",
         action="store_true",
         help="run the kernel on a Jupyter Server this daemon owns, for JupyterLab or VS Code to attach "
         "to (in NB's server session when NB is given); needs warmkernel[serve]",
+    )
+    start.add_argument(
+        "--server-port",
+        type=int,
+        metavar="PORT",
+        help="with --serve: the loopback port of that Jupyter Server (default: a free one)",
     )
     start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
@@ -211,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "started if there is none. When the host ends, the daemon and its kernel stay for the next "
         "conversation. The workspace is the current directory, or what the trusted resolver named by "
         f"{CONFIG_ENV} (an absolute path) returns. Kernel options are the daemon's: a live daemon with "
-        "other ones is refused (kernel_options_differ). Reply options are this client's own.",
+        "other ones is refused (kernel_options_differ). Reply options are this client's own. Every flag "
+        "is also a setting of the user's and the project's configuration files (`warmkernel config`).",
         parents=False,
     )
     mcp.add_argument(
@@ -278,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)
     daemon.add_argument("--ready-fd", type=int)
     daemon.add_argument("--jupyter-server", action="store_true")
+    daemon.add_argument("--jupyter-port", type=int)
     daemon.add_argument("--jupyter-notebook", type=Path)
     daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
@@ -290,6 +305,18 @@ def build_parser() -> argparse.ArgumentParser:
         parents=False,
     )
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+    config = verb(
+        "config",
+        "the effective settings and where each came from (default, file and line, environment, flag)",
+        "The effective settings of this workspace and where each came from. Every flag of mcp, serve "
+        "and start is a setting, named after it (inline_chars for --inline-chars): in the user's "
+        "file ($XDG_CONFIG_HOME/warmkernel/config.toml, else ~/.config/warmkernel/config.toml), the "
+        "project's pyproject.toml ([tool.warmkernel]) or warmkernel.toml (top level), or the "
+        "environment (WARMKERNEL_INLINE_CHARS). Each wins over the one before; flags win over all.",
+        parents=False,
+    )
+    config.add_argument("--json", action="store_true", help="print the settings as JSON")
+    add_server_options(config)
 
     init = verb(
         "init",

@@ -15,8 +15,8 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from pathlib import Path
 
+from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK
 from warmkernel.cli.options import (
     IDLE_STOP_DEFAULT_S,
@@ -27,8 +27,8 @@ from warmkernel.cli.options import (
     workspace_daemon,
 )
 from warmkernel.client import open_socket
-from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
-from warmkernel.workspace import Workspace, resolve_workspace
+from warmkernel.config import Settings, load_add_ipykernel, load_summarizers
+from warmkernel.workspace import Workspace
 
 
 def mcp(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def mcp(args: argparse.Namespace) -> int:
                 await serve_stdio(kernels)
 
         _configure_logging(args.log_level)
-        workspace = resolve_workspace(Path.cwd())
+        workspace = workspace_of(args)
         _run_until_signalled(own_kernel, _settings(args, workspace), workspace)
         return EXIT_OK
     from warmkernel.relay import relay
@@ -88,18 +88,14 @@ def daemon(args: argparse.Namespace) -> int:
     from warmkernel.daemon import DaemonOptions, run_daemon
 
     _configure_logging(args.log_level)
-    if args.resolved_by is None:
-        workspace = resolve_workspace(Path.cwd())
-    else:
-        workspace = Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
+    workspace = workspace_of(args)
     settings = _settings(args, workspace)
-    configured = load_lifetime(workspace.path).idle_stop_s
-    idle_stop_s = next(s for s in (args.idle_stop, configured, IDLE_STOP_DEFAULT_S) if s is not None)
     options = DaemonOptions(
-        idle_stop_s=idle_stop_s,
-        state_dir=state_dir_of(args, workspace.path),
+        idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,
+        state_dir=state_dir_of(args),
         ready_fd=args.ready_fd,
         jupyter=args.jupyter_server,
+        jupyter_port=args.jupyter_port,
         jupyter_notebook=args.jupyter_notebook,
         kernel_options=kernel_options_of(settings),
     )
@@ -109,7 +105,8 @@ def daemon(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace, workspace: Workspace) -> Settings:
     """The command line's settings, and the project's configuration for what it does not give."""
-    settings = replace(settings_from(args), summarizers=load_summarizers(workspace.path))
+    files = tuple(str(path) for path in args.configuration.files)
+    settings = replace(settings_from(args), summarizers=load_summarizers(workspace.path), config_files=files)
     if args.add_ipykernel is None and (configured := load_add_ipykernel(workspace.path)) is not None:
         settings = replace(settings, add_ipykernel=configured)
     return settings

@@ -23,6 +23,7 @@ from warmkernel.client import ToolOutcome, open_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
 from warmkernel.tool_params import Param, Tool, Verb
+from warmkernel.tool_specs import NOTEBOOK
 
 RUN = "run_python"
 MAX_CELL_BYTES = 32 * 1024 * 1024
@@ -123,6 +124,8 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
     arguments = dict(verb.fixed)
     for param in offered(tool, verb):
         value = getattr(args, param.name)
+        if value is None and param is NOTEBOOK:
+            value = getattr(args, "notebook", None)  # the configured notebook
         arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd and value is not None else value
     if tool.name == RUN:
         arguments["freeform"] = _with_directives(_source(args), args)

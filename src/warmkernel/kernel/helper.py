@@ -50,9 +50,9 @@ Summary = dict[str, Any]
 `during_execution` when it was made beside a running cell."""
 
 
-def install_code(summarizers: Sequence[str]) -> str:
+def install_code(summarizers: Sequence[str], sample_rows: int) -> str:
     """Silent code that loads the helper into its own module and starts it; binds no user name."""
-    return inside.inspection_install_code(summarizers)
+    return inside.inspection_install_code(summarizers, sample_rows)
 
 
 def list_expression(include_imports: bool, budget_s: float) -> str:

@@ -122,6 +122,9 @@ def status_reply(
     charts = renderers()
     lines.append(_charts_line(charts))
     lines.append("kernels: " + ", ".join(f"{k.name} ({_brief(k)})" for k in kernels))
+    lines.append(
+        "configuration: " + (", ".join(settings.config_files) or "no files (defaults, environment, flags)")
+    )
     data = {
         "workspace": str(workspace.path),
         "workspace_resolution": workspace.resolution,
@@ -141,6 +144,7 @@ def status_reply(
         "latest_execution": latest.number if latest else None,
         "kernels": [_kernel_facts(k) for k in kernels],
         "charts": {kind: reason or "drawn as pictures" for kind, reason in charts.items()},
+        "config_files": list(settings.config_files),
     }
     return Reply("\n".join(lines), data)
 

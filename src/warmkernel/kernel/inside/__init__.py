@@ -52,10 +52,10 @@ def text(program: Program) -> str:
     return _path(program).read_text(encoding="utf-8")
 
 
-def inspection_install_code(summarizers: Sequence[str]) -> str:
+def inspection_install_code(summarizers: Sequence[str], sample_rows: int) -> str:
     """Silent code that loads the inspection program (with `common`) and starts it."""
     return _PUBLISH_MODULES + _install_code(
-        "inspection", f"part.install(shell, common.rebound, {list(summarizers)!r})"
+        "inspection", f"part.install(shell, common.rebound, {list(summarizers)!r}, {sample_rows!r})"
     )
 
 

@@ -37,7 +37,7 @@ LIST_LIMIT = 300
 ITEMS = 10
 KEYS = 20
 COLUMNS = 50
-SAMPLE_ROWS = 5
+_sample_rows = 5
 SAMPLE_COLUMNS = 20
 DESCRIBE_COLUMNS = 20
 TYPE_SCAN = 100_000
@@ -72,11 +72,12 @@ class _NotFound(Exception):
 # -- installation ------------------------------------------------------------------------------
 
 
-def install(shell: Any, rebound: Mapping[str, int], summarizers: list[str]) -> None:
+def install(shell: Any, rebound: Mapping[str, int], summarizers: list[str], sample_rows: int = 5) -> None:
     """Answer from `shell`'s namespace and offer `from warmkernel.inspection import summarizer`."""
-    global _shell, _rebound
+    global _shell, _rebound, _sample_rows
     _shell = shell
     _rebound = rebound
+    _sample_rows = sample_rows
     _configured[:] = summarizers
     _offer_decorator()
 
@@ -446,7 +447,7 @@ def _pandas_frame(frame: Any) -> dict[str, Any]:
             str(label): _rounded(dict(zip(stats.index, stats.iloc[:, position], strict=True)))
             for position, label in enumerate(stats.columns)
         }
-    sample = frame.iloc[:SAMPLE_ROWS, :SAMPLE_COLUMNS]
+    sample = frame.iloc[:_sample_rows, :SAMPLE_COLUMNS]
     labels = [str(label) for label in sample.columns]
     records = [dict(zip(labels, row, strict=True)) for row in sample.itertuples(index=False, name=None)]
     summary: dict[str, Any] = {
@@ -547,7 +548,7 @@ def _polars_frame(frame: Any) -> dict[str, Any]:
         {"name": name, "dtype": str(dtype), "nulls": int(count)}
         for name, dtype, count in zip(shown.columns, shown.dtypes, nulls, strict=True)
     ]
-    sample = frame.select(frame.columns[:SAMPLE_COLUMNS]).head(SAMPLE_ROWS)
+    sample = frame.select(frame.columns[:SAMPLE_COLUMNS]).head(_sample_rows)
     summary = {
         "kind": "polars.DataFrame",
         "shape": list(frame.shape),

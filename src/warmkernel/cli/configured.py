@@ -1,0 +1,131 @@
+"""Configuration as flags: every flag of the serving verbs (`mcp`, `serve`, `start`) is a setting
+of the files and variables (`configuration`), named after it; what they set becomes the default
+of that flag, so a value from a file behaves exactly as the flag would (it travels to a new
+daemon and is compared with a live one's). The settings are found by walking the parser, so a
+flag added there is configurable with no further word.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from warmkernel.configuration import Configuration, Found, Setting, Source, load
+from warmkernel.workspace import Workspace, resolve_workspace
+
+CONFIGURABLE_VERBS = ("mcp", "serve", "start")
+PER_RUN_FLAGS = frozenset({"--help", "--daemon", "--json", "--timeout", "--kernel", "--ephemeral"})
+"""Flags of those verbs that choose what one command does, not how warmkernel is set up."""
+UNCONFIGURED_VERBS = frozenset({"sessions", "stop", "init"})
+"""Verbs that must work whatever the configuration says (a broken file must not keep a daemon alive)."""
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # pyright: ignore[reportPrivateUsage]
+
+
+def _options(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:
+    """A parser's flags with a value or a switch, by their long spelling."""
+    return [
+        (flag, action)
+        for action in parser._actions  # pyright: ignore[reportPrivateUsage]
+        for flag in action.option_strings[:1]
+        if flag.startswith("--")
+    ]
+
+
+def declared_settings(parser: argparse.ArgumentParser) -> tuple[Setting, ...]:
+    """A setting for every flag of the serving verbs but the per-run ones, in their order."""
+    verbs = _subparsers(parser).choices
+    settings: dict[str, Setting] = {}
+    for verb in CONFIGURABLE_VERBS:
+        for flag, action in _options(verbs[verb]):
+            if flag in PER_RUN_FLAGS or (action.nargs == 0 and not isinstance(action.const, bool)):
+                continue
+            setting = _setting(flag, action)
+            settings.setdefault(setting.name, setting)
+    return tuple(settings.values())
+
+
+def _setting(flag: str, action: argparse.Action) -> Setting:
+    switch = action.nargs == 0
+    words = flag.removeprefix("--no-") if switch and action.const is False else flag.removeprefix("--")
+    return Setting(
+        name=words.replace("-", "_"),
+        flag=flag,
+        dest=action.dest,
+        convert=action.type if callable(action.type) else str,
+        choices=tuple(action.choices) if action.choices is not None else None,
+        switch=switch,
+        many=isinstance(action, argparse._AppendAction),  # pyright: ignore[reportPrivateUsage]
+        default=action.default,
+    )
+
+
+def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost parser of the verb given (`nb status` is `nb`'s `status`)."""
+    current = parser
+    while True:
+        try:
+            action = _subparsers(current)
+        except StopIteration:
+            return current
+        current = action.choices[getattr(args, action.dest)]
+
+
+def workspace_of(args: argparse.Namespace) -> Workspace:
+    """The workspace whose project files count, resolved once per command (the resolver is the
+    user's code); the daemon is told it and asks no resolver again."""
+    if getattr(args, "workspace", None) is None:
+        if getattr(args, "resolved_by", None) is not None:
+            args.workspace = Workspace(Path.cwd().resolve(), "explicit_config", Path(args.resolved_by))
+        else:
+            args.workspace = resolve_workspace(Path.cwd())
+    return args.workspace
+
+
+def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The command line parsed over the configuration: each setting is its flag's default.
+
+    `args.configuration` keeps what the layers set, with the flags given (for `warmkernel config`).
+    """
+    args = parser.parse_args(words)
+    if args.verb in UNCONFIGURED_VERBS:
+        return args
+    settings = declared_settings(parser)
+    workspace = workspace_of(args)
+    configuration = load(settings, workspace.path, os.environ)
+    verb = _verb_parser(parser, args)
+    flags = dict(_options(verb))
+    for setting in settings:
+        found = configuration.values.get(setting.name)
+        if found is not None and setting.flag in flags:
+            flags[setting.flag].default = found.value
+    given = _given(verb, parser, words)
+    args = parser.parse_args(words)
+    for setting in settings:
+        found = configuration.values.get(setting.name)
+        if found is not None and not hasattr(args, setting.dest):
+            setattr(args, setting.dest, found.value)  # e.g. kernel options for a daemon `run` starts
+    values = dict(configuration.values)
+    for setting in settings:
+        if setting.dest in given:
+            values[setting.name] = Found(getattr(args, setting.dest), Source("flag", setting.flag))
+    args.workspace = workspace
+    args.settings = settings
+    args.configuration = Configuration(values, configuration.files)
+    return args
+
+
+def _given(verb: argparse.ArgumentParser, parser: argparse.ArgumentParser, words: Sequence[str]) -> set[str]:
+    """The destinations the command line itself sets (parsed once with every default suppressed)."""
+    saved = [(action, action.default) for _, action in _options(verb)]
+    for action, _ in saved:
+        action.default = argparse.SUPPRESS
+    try:
+        return set(vars(parser.parse_args(words))) - {"verb", "nb_verb"}
+    finally:
+        for action, default in saved:
+            action.default = default

@@ -50,7 +50,7 @@ from warmkernel.present.status import (
 from warmkernel.present.variables import summary_reply, variables_reply
 from warmkernel.session import Session
 from warmkernel.tool_params import WAIT, Annotations
-from warmkernel.tool_specs import TOOLS, TOOLS_BY_NAME
+from warmkernel.tool_specs import NOTEBOOK, TOOLS, TOOLS_BY_NAME
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +420,7 @@ async def _call(conn: Connection, name: str, args: dict[str, Any], ctx: ServerRe
     if name in _WORKSPACE_HANDLERS:
         return await _WORKSPACE_HANDLERS[name](conn, args)
     handler, finding = _KERNEL_HANDLERS[name]
-    if finding == "notebook":
+    if NOTEBOOK in TOOLS_BY_NAME[name].params:  # a notebook tool: its path defaults to the configured one
         args = args | {"path": _notebook_path(conn, name, args["path"])}
     session = await _find_kernel(conn, finding, args)
     with speaking_of(session.name), session.in_use():

@@ -43,7 +43,7 @@ def _sample(setting: Setting) -> tuple[list[str], str]:
     if setting.choices is not None:
         word = str(setting.choices[-1])
     else:
-        word = next(w for w in ("3", "2.5", "x") if _accepts(setting, w))
+        word = next(w for w in ("3", "2.5", "x", "NAME=x") if _accepts(setting, w))
     toml = word if word[0].isdigit() else f'"{word}"'
     return [setting.flag, word], f"[{toml}]" if setting.many else toml
 

@@ -193,10 +193,13 @@ def _joined_hits(
     text = lines.block.text
     pos = line = 0  # `pos` is where line `line` starts
     while pos <= len(text):
+        half = (deadline - time.monotonic()) / 2
         try:
-            found = _search(finder, text, pos, (time.monotonic() + deadline) / 2, line)
+            found = _search(finder, text, pos, time.monotonic() + half, line)
         except _OutOfTime:
-            yield from _line_hits(pattern, lines, deadline, line)
+            # The line-by-line search gets its half even when a starved thread overran the
+            # block's: else it could not name the line, nor keep the context found before it.
+            yield from _line_hits(pattern, lines, max(deadline, time.monotonic() + half), line)
             return
         if found is None:
             return

@@ -334,11 +334,11 @@ class Session:
     async def kernel(self) -> Kernel:
         """The current kernel, once it is ready (started now if stopped); else the error its start
         failed with."""
-        self.start()
         while True:
+            self.start()
             ready = self._ready
             await ready.wait()
-            if ready is self._ready:  # not replaced by a restart meanwhile
+            if ready is self._ready and self.stopped is None:  # not replaced or stopped meanwhile
                 break
         if self._start_error is not None:
             raise self._start_error
@@ -614,18 +614,13 @@ class Session:
         """
         async with self._reset_lock:
             await self._ready.wait()
-            killed = None
-            if self._running is not None:
-                killed = self._running.record
-                self._running.finish(ExecutionState.KILLED, reason="reset_python killed the kernel")
-            if self._kernel is not None:
-                await self._launcher.retire(self._kernel)
-            self.stopped = None
-            self._begin_kernel_start()
-            if self._notebook is not None:
-                self._notebook.released = True
-            if self._notebook_run is not None:
-                self._notebook_run.stop_requested = True
+            pause = self._ready = anyio.Event()  # a cell sent meanwhile waits for the fresh kernel
+            try:
+                killed = await self._end_kernel("reset_python killed the kernel")
+                self.stopped = None
+                self._begin_kernel_start()
+            finally:
+                pause.set()
         await self.kernel()
         return killed
 
@@ -640,17 +635,29 @@ class Session:
             await self._ready.wait()
             if self.stopped is not None:
                 return None
-            killed = None
-            if self._running is not None:
-                killed = self._running.record
-                self._running.finish(ExecutionState.KILLED, reason=reason)
-            if self._kernel is not None:
-                await self._launcher.retire(self._kernel)
-            self._kernel, self._start_error, self.stopped = None, None, reason
-            if self._notebook is not None:
-                self._notebook.released = True
-            if self._notebook_run is not None:
-                self._notebook_run.stop_requested = True
+            pause = self._ready = anyio.Event()  # a cell sent meanwhile starts the next kernel
+            try:
+                killed = await self._end_kernel(reason)
+                self._start_error, self.stopped = None, reason
+            finally:
+                pause.set()
+        return killed
+
+    async def _end_kernel(self, reason: str) -> ExecutionRecord | None:
+        """Kill the kernel and everything it started; the running execution, if any, becomes
+        `killed` for `reason` and is returned. The caller holds the reset lock and has paused new
+        cells, so none reaches the dying kernel."""
+        killed = None
+        if self._running is not None:
+            killed = self._running.record
+            self._running.finish(ExecutionState.KILLED, reason=reason)
+        if self._kernel is not None:
+            await self._launcher.retire(self._kernel)
+            self._kernel = None
+        if self._notebook is not None:
+            self._notebook.released = True
+        if self._notebook_run is not None:
+            self._notebook_run.stop_requested = True
         return killed
 
     # -- export ---------------------------------------------------------------------------------

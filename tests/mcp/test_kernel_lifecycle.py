@@ -226,3 +226,20 @@ async def test_connection_file_lets_another_client_attach_to_the_same_kernel(
         finally:
             attached.stop_channels()
         assert reply["content"]["user_expressions"]["value"]["data"]["text/plain"] == "'from the agent'"
+
+
+async def test_cells_sent_during_a_reset_or_a_stop_never_reach_the_dying_kernel(
+    fresh_client: FreshClient,
+) -> None:
+    async with fresh_client() as client:
+        await run(client, "pass")
+        for end in (("reset_python", {}), ("stop_python_kernel", {"name": "main"})):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, *end)
+                replies = [await client.call_tool("run_python", {"freeform": "'after'"}) for _ in range(3)]
+            # each ran (or was killed) in the old kernel, or ran in the fresh one: none is left running
+            for reply in replies:
+                text = "\n".join(getattr(block, "text", "") for block in reply.content)
+                assert not reply.is_error, text
+                header = text.splitlines()[0]
+                assert text.rstrip().endswith("'after'") or ": killed (" in header, text

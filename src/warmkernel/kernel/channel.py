@@ -340,6 +340,8 @@ class KernelChannel:
         self._inboxes: dict[MsgId, Inbox] = {}
         self.on_foreign: Callable[[ForeignCell], Inbox | None] | None = None
         """Offered each cell another client sent; the inbox it returns follows that cell."""
+        self._sent: set[MsgId] = set()
+        """Every request we sent: its late messages, after `forget`, are ours, never a foreign cell."""
         self.widgets = WidgetModels()
         """The kernel's widget models, whichever request opened or changed them."""
 
@@ -367,7 +369,7 @@ class KernelChannel:
             inbox.deliver(event)
 
     def _adopt(self, parent: MsgId, header: Mapping[str, Any], content: Mapping[str, Any]) -> Inbox | None:
-        if self.on_foreign is None or not parent:
+        if self.on_foreign is None or not parent or parent in self._sent:
             return None
         cell = ForeignCell(
             str(content.get("code", "")), str(header.get("session", "")), str(header.get("username", ""))
@@ -396,7 +398,9 @@ class KernelChannel:
         if subshell_id is not None:
             msg["header"]["subshell_id"] = subshell_id  # kernel protocol 5.5
         self._transport.send(channel, msg)
-        return MsgId(msg["header"]["msg_id"])
+        msg_id = MsgId(msg["header"]["msg_id"])
+        self._sent.add(msg_id)
+        return msg_id
 
     def execute(
         self,

@@ -234,6 +234,7 @@ async def test_cells_sent_during_a_reset_or_a_stop_never_reach_the_dying_kernel(
     async with fresh_client() as client:
         await run(client, "pass")
         for end in (("reset_python", {}), ("stop_python_kernel", {"name": "main"})):
+            replies = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, *end)
                 replies = [await client.call_tool("run_python", {"freeform": "'after'"}) for _ in range(3)]

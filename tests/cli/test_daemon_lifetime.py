@@ -176,6 +176,9 @@ def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) 
             send({"id": number, "method": "tools/call", "params": _status()})
             if answer(number)["result"]["content"][0]["text"].startswith("execution 1: running"):
                 break
+            time.sleep(0.2)  # a new daemon's kernel may take seconds to start
+        else:
+            raise AssertionError("the cell never started running")
         send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "the user moved on"}})
         wait = {"name": "wait_python", "arguments": {"timeout_seconds": 30}}
         send({"id": 100, "method": "tools/call", "params": wait})

@@ -339,6 +339,10 @@ function showDetail(detail) {
   if (detail.end_reason) notes.push(detail.end_reason);
   $("notes").textContent = notes.join(" · ");
   tick();
+  // An end that came while this detail was fetched sends no further event: ask again.
+  const facts = kernelFacts();
+  const live = detail.state === "running" || detail.state === "awaiting_input";
+  if (live && facts && facts.running !== detail.execution) setTimeout(refreshSelected, 100);
 }
 
 // Called on each event while the selected execution runs, and once when it ends.

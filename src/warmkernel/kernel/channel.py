@@ -268,13 +268,16 @@ class ZmqTransport:
             with contextlib.suppress(zmq.Again):
                 while len(batch) < _IOPUB_BATCH:
                     batch.append(waiting.recv_multipart(_DONTWAIT))
+            idle = False
             for frames in batch:
                 msg = _unpack(session, frames)
                 if msg is not None:
                     route("iopub", msg)
+                    idle = idle or _is_idle(msg)
             previous, woke = woke, time.monotonic()
             streaming = len(batch) > 1 or woke - previous < _IOPUB_STREAMING_S  # more came meanwhile
-            streak = streak + 1 if streaming else 0
+            # A request that ended is no stream: cells sent back to back are never held back.
+            streak = 0 if idle else streak + 1 if streaming else 0
             if streak >= _IOPUB_STREAK and len(batch) < _IOPUB_BATCH:
                 await anyio.sleep(_IOPUB_GATHER_S)  # messages keep coming: let a few gather
             else:
@@ -297,6 +300,10 @@ _IOPUB_GATHER_S = 0.02
 """What a message arriving within a stream of them can be delayed by: 10,000 widget updates in
 10 s then wake the server about 50 times a second, not 1,000."""
 _DONTWAIT = int(zmq.DONTWAIT)  # a plain int: pyzmq's flag enum costs more per call than the receive
+
+
+def _is_idle(msg: Mapping[str, Any]) -> bool:
+    return msg["header"].get("msg_type") == "status" and msg["content"].get("execution_state") == "idle"
 
 
 def _unpack(session: JupyterSession, frames: list[bytes]) -> dict[str, Any] | None:

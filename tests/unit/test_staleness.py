@@ -368,9 +368,9 @@ def test_file_read_by_literal_path_variable_or_import_is_one_recorded_read_stale
     """The kernel sees these reads differently; the model gets the same recorded file read."""
     notebook = cells(source, "n = len(text)")
     kernel = Recorder()
-    kernel.run(notebook[0], files={"/work/data": STAMP})
+    kernel.run(notebook[0], files={"/project/data": STAMP})
     kernel.run(notebook[1])
-    kernel.files["/work/data"] = FileStamp(size=13, mtime_ns=2_000, sha256="bb" * 32)
+    kernel.files["/project/data"] = FileStamp(size=13, mtime_ns=2_000, sha256="bb" * 32)
     assert verdicts(evaluate(notebook, kernel.facts())) == {
         "a": ("stale", "file_changed"),
         "b": ("stale", "upstream_stale"),
@@ -392,15 +392,15 @@ def test_file_read_by_literal_path_variable_or_import_is_one_recorded_read_stale
 def test_file_state_decides_file_changed(now: FileStamp | None, expected: tuple[str, ...]) -> None:
     notebook = cells("text = open('data.csv').read()")
     kernel = Recorder()
-    kernel.run(notebook[0], files={"/work/data.csv": STAMP})
-    kernel.files["/work/data.csv"] = now
+    kernel.run(notebook[0], files={"/project/data.csv": STAMP})
+    kernel.files["/project/data.csv"] = now
     assert verdicts(evaluate(notebook, kernel.facts())) == {"a": expected}
 
 
 def test_file_the_caller_did_not_stamp_counts_as_missing() -> None:
     notebook = cells("text = open('data.csv').read()")
     kernel = Recorder()
-    kernel.run(notebook[0], files={"/work/data.csv": STAMP})
+    kernel.run(notebook[0], files={"/project/data.csv": STAMP})
     facts = replace(kernel.facts(), files={})
     assert verdicts(evaluate(notebook, facts)) == {"a": ("stale", "file_changed")}
 

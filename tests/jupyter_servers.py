@@ -30,15 +30,13 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
-import psutil
 import trustme
 
-from warmkernel.jupyter_host import owned_jupyter_server
+from warmkernel.jupyter_host import owned_jupyter_server, stop_server
 
 ENTERPRISE_GATEWAY = "jupyter-enterprise-gateway==3.3.0"
 _EG_PACKAGES = (ENTERPRISE_GATEWAY, "ipykernel>=6.29,<7")
 _START_TIMEOUT_S = 60.0
-_STOP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -141,7 +139,7 @@ async def _server_process(
         yield server
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(process)
+            await stop_server(process)
 
 
 async def _until_ready(
@@ -156,28 +154,6 @@ async def _until_ready(
                         return
                 await anyio.sleep(0.2)
     raise RuntimeError(f"{server.kind} did not start at {server.url}; its log:\n{server.log()[-3000:]}")
-
-
-async def _stop(process: anyio.abc.Process) -> None:
-    """SIGTERM (the server shuts its kernels down), then SIGKILL to whatever of its tree is left."""
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
-    with anyio.move_on_after(_STOP_TIMEOUT_S):
-        await process.wait()
-    for proc in [psutil.Process(process.pid)] if process.returncode is None else []:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            descendants += proc.children(recursive=True)
-            proc.kill()
-    for proc in descendants:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                proc.kill()
-    with anyio.move_on_after(_STOP_TIMEOUT_S):
-        await process.wait()
 
 
 @asynccontextmanager

@@ -140,7 +140,7 @@ async def owned_jupyter_server(
             yield JupyterHost(url, token, process.pid, lab, kernelspec.name)
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
+                await stop_server(process)
     finally:
         runtime.remove()
 
@@ -234,7 +234,7 @@ def _log_tail(log_file: Path) -> str:
     return "its log ends:\n" + "\n".join(lines) if lines else "its log is empty"
 
 
-async def _stop(process: anyio.abc.Process) -> None:
+async def stop_server(process: anyio.abc.Process) -> None:
     """SIGTERM (the server shuts its kernels down), then SIGKILL to whatever of its tree is left."""
     if process.returncode is None:
         try:

@@ -167,19 +167,12 @@ async def _wait(
     """
 
     async def report() -> None:
-        while True:
-            await anyio.sleep(conn.settings.progress_interval_s)
-            shown = record.progress()  # a bar's fraction when the cell shows one, else elapsed seconds
-            done, total = (shown.done, shown.total) if shown is not None else (record.elapsed(), None)
-            await ctx.session.report_progress(done, total, progress_message(record))  # this client's session
+        shown = record.progress()  # a bar's fraction when the cell shows one, else elapsed seconds
+        done, total = (shown.done, shown.total) if shown is not None else (record.elapsed(), None)
+        await ctx.session.report_progress(done, total, progress_message(record))  # this client's session
 
-    waited: WaitEnd | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(report)
-        waited = await session.wait(record, timeout_s, silence_s=silence_s)
-        tg.cancel_scope.cancel()
-    assert waited is not None, "a task group swallows no exception"
-    return waited
+    every = (conn.settings.progress_interval_s, report)
+    return await session.wait(record, timeout_s, silence_s=silence_s, every=every)
 
 
 async def _reply_after_wait(

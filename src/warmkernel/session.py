@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -134,6 +134,8 @@ class Session:
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
         self._running: ExecutionTracker | None = None
         self._generation = Generation(0)
+        self._generation_began = ExecutionNumber(1)
+        """The number of the generation's first cell: numbers run on, so it has run the cells from here."""
         self._kernel: Kernel | None = None
         self._start_error: WarmkernelError | None = None
         self._ready = anyio.Event()
@@ -145,7 +147,7 @@ class Session:
         self._calls = 0
         """Calls using this kernel right now."""
         self._reset_lock = anyio.Lock()
-        self._inspection_lock = anyio.Lock()
+        self._inspection_lock = anyio.Lock(fast_acquire=True)  # a cell never yields to take it free
         self._ready_since = 0.0
         self._notices: list[str] = []
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
@@ -235,6 +237,7 @@ class Session:
     def _begin_kernel_start(self) -> None:
         self._announce()
         self._generation = Generation(self._generation + 1)
+        self._generation_began = self._next_number()
         if self._notebook is not None:
             self._notebook.forget_kernel(self._generation)
         self._kernel, self._start_error, self._ready = None, None, anyio.Event()
@@ -337,7 +340,8 @@ class Session:
         while True:
             self.start()
             ready = self._ready
-            await ready.wait()
+            if not ready.is_set():  # a ready kernel is returned without a turn of the event loop
+                await ready.wait()
             if ready is self._ready and self.stopped is None:  # not replaced or stopped meanwhile
                 break
         if self._start_error is not None:
@@ -380,7 +384,7 @@ class Session:
             "ready",
             place=self._kernel.place(),
             spare_kernels_ready=spares,
-            executions=sum(record.generation == self._generation for record in self._records.values()),
+            executions=self._next_number() - self._generation_began,
             ready_since=self._ready_since,
         )
 
@@ -580,11 +584,17 @@ class Session:
             return SearchOutcome(record, None)
 
     async def wait(
-        self, record: ExecutionRecord, timeout_s: float, *, silence_s: float | None = None
+        self,
+        record: ExecutionRecord,
+        timeout_s: float,
+        *,
+        silence_s: float | None = None,
+        every: tuple[float, Callable[[], Awaitable[None]]] | None = None,
     ) -> WaitEnd:
         """Wait up to `timeout_s` for the record to finish or ask for input, or (with `silence_s`)
-        until it has printed nothing for that long. The cell runs on."""
-        return await record.wait(timeout_s, silence_s=silence_s)
+        until it has printed nothing for that long, awaiting `every`'s tick meanwhile
+        (`ExecutionRecord.wait`). The cell runs on."""
+        return await record.wait(timeout_s, silence_s=silence_s, every=every)
 
     def send_input(self, text: str, execution: int | None) -> ExecutionRecord:
         """Answer the prompt of the execution waiting in `input()`; `not_awaiting_input` otherwise."""

@@ -67,3 +67,33 @@ async def test_a_wait_in_progress_wakes_when_input_is_asked() -> None:
             await anyio.wait_all_tasks_blocked()
             rec.ask_input(PROMPT)
     assert [end.reason for end in ends] == ["input"]
+
+
+async def test_a_wait_ticks_every_interval_while_the_cell_runs_and_not_after() -> None:
+    rec = record()
+    ticks: list[ExecutionState] = []
+
+    async def tick() -> None:
+        ticks.append(rec.state)
+        if len(ticks) == 3:
+            rec.finish(ExecutionState.COMPLETED)
+
+    with anyio.fail_after(5):
+        ended = await rec.wait(600, every=(0.01, tick))
+        assert ended.reason == "finished"
+        assert ticks == [ExecutionState.RUNNING] * 3
+        assert (await rec.wait(600, every=(0.01, tick))).reason == "finished"  # ended: no tick
+    assert len(ticks) == 3
+
+
+async def test_a_wait_that_times_out_has_ticked_meanwhile() -> None:
+    rec = record()
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        ticks.append(rec.elapsed())
+
+    with anyio.fail_after(5):
+        ended = await rec.wait(0.05, every=(0.01, tick))
+    assert ended.reason == "timeout"
+    assert ticks and ticks == sorted(ticks)

@@ -7,9 +7,10 @@ still the running execution (busy, selected, interruptible), but waits return at
 
 from __future__ import annotations
 
+import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -155,18 +156,31 @@ class ExecutionRecord:
         self.done.set()
         self._paused.set()
 
-    async def wait(self, timeout_s: float, *, silence_s: float | None = None) -> WaitEnd:
+    async def wait(
+        self,
+        timeout_s: float,
+        *,
+        silence_s: float | None = None,
+        every: tuple[float, Callable[[], Awaitable[None]]] | None = None,
+    ) -> WaitEnd:
         """Wait until the execution finishes or asks for input, at most `timeout_s`; with `silence_s`,
         also until it has printed nothing for that long (counted from the later of the call's
         start and the last output). The execution runs on.
+
+        `every` is (seconds, tick): `tick` is awaited each time that many seconds have passed (a
+        waiter that reports progress), in this task: a cell that ends sooner costs no other task.
 
         A quiet deadline moves only when it is reached: output itself wakes no waiter.
         """
         began = time.monotonic()
         deadline = began + timeout_s
+        next_tick = began + every[0] if every is not None else math.inf
         while self.state is ExecutionState.RUNNING:
             now = time.monotonic()
-            wake = deadline
+            if every is not None and next_tick <= now:
+                await every[1]()
+                next_tick = now + every[0]
+            wake = min(deadline, next_tick)
             if silence_s is not None:
                 quiet_at = max(began, self.last_output) + silence_s
                 if quiet_at <= now:

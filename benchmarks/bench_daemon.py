@@ -4,9 +4,11 @@
 short MCP sessions on the daemon's socket. Measured in one run, with private daemon directories
 (`bench_core.PrivateDaemons`) and every daemon stopped at the end:
 
-1. Round trip of a trivial cell (`run_python("pass")`, MCP SDK stdio client) through the relay
-   to a live daemon, through `warmkernel mcp --ephemeral` (a process that owns its kernel: no
-   relay) and on a raw kernel (execute_request until reply and idle), alternating the three.
+1. Round trip of a trivial cell (`run_python("pass")`) through the relay to a live daemon, from
+   the MCP SDK's stdio client and from a host speaking JSON lines itself (no SDK: what the path
+   costs without the Python SDK client's own work), through `warmkernel mcp --ephemeral` (a
+   process that owns its kernel: no relay) and on a raw kernel (execute_request until reply and
+   idle), alternating the four.
 2. The relay's RSS once connected and idle, beside the daemon's and an `--ephemeral` server's.
 3. Host start to first reply with a live daemon: launch `warmkernel mcp`, initialize, reply to
    `run_python("1")`.
@@ -58,6 +60,7 @@ from bench_core import (
     verdict,
     wk_startup,
 )
+from bench_transport import Host, open_host
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
@@ -93,13 +96,19 @@ def megabytes(value: float) -> str:
 # -- 1. round trips ------------------------------------------------------------------------------
 
 
-async def round_trips(relay: Client, ephemeral: Client, raw: AsyncKernelClient, counts: Counts) -> list[Row]:
-    """Trivial cells on the three, in turn, so that drift and background load hit them alike."""
-    progress(f"round trip: {WARM_UP} warm-up + {counts.round_trips} cells on each of relay, --ephemeral, raw")
-    samples: dict[str, list[float]] = {"relay": [], "ephemeral": [], "raw": []}
+async def round_trips(
+    relay: Client, host: Host, ephemeral: Client, raw: AsyncKernelClient, counts: Counts
+) -> list[Row]:
+    """Trivial cells on the four, in turn, so that drift and background load hit them alike."""
+    progress(
+        f"round trip: {WARM_UP} warm-up + {counts.round_trips} cells on each of relay (SDK client), "
+        "relay (JSON-lines host), --ephemeral, raw"
+    )
+    samples: dict[str, list[float]] = {"relay": [], "host": [], "ephemeral": [], "raw": []}
     for index in range(WARM_UP + counts.round_trips):
         times = {
             "relay": await timed(lambda: run_cell(relay, "pass")),
+            "host": host.call("run_python"),  # blocking: nothing else of ours runs meanwhile
             "ephemeral": await timed(lambda: run_cell(ephemeral, "pass")),
             "raw": await timed(lambda: raw_execute(raw, "pass")),
         }
@@ -113,13 +122,28 @@ async def round_trips(relay: Client, ephemeral: Client, raw: AsyncKernelClient, 
     fast = {side: statistics.quantiles(values, n=10)[0] for side, values in samples.items()}
     n = counts.round_trips
     over = median["relay"] - median["raw"]
+    host_over = median["host"] - median["raw"]
     return [
         Row(
-            f"trivial cell round trip through the relay (live daemon), median of {n}",
+            f"trivial cell round trip through the relay (live daemon), MCP SDK client, median of {n}",
             ms(median["relay"]),
             ms(median["raw"]),
             signed_ms(over),
             f"≤ raw + 1 ms: {verdict(over <= ROUND_TRIP_EXTRA_S)}",
+        ),
+        Row(
+            f"the same, a host speaking JSON lines itself (no SDK), median of {n}",
+            ms(median["host"]),
+            ms(median["raw"]),
+            signed_ms(host_over),
+            f"≤ raw + 1 ms: {verdict(host_over <= ROUND_TRIP_EXTRA_S)}",
+        ),
+        Row(
+            "the MCP SDK client's own cost: SDK client median minus JSON-lines host median",
+            signed_ms(median["relay"] - median["host"]),
+            "—",
+            "—",
+            "—",
         ),
         Row(
             f"trivial cell round trip through the relay, p95 of {n}",
@@ -344,8 +368,9 @@ async def benchmark(counts: Counts) -> list[Row]:
             )
             raw = await stack.enter_async_context(raw_kernel(workspace))
             await run_cell(relay, "pass")  # the kernels start in the background
+            host = stack.enter_context(open_host(workspace, daemons))
             await run_cell(ephemeral, "pass")
-            rows = await round_trips(relay, ephemeral, raw, counts)
+            rows = await round_trips(relay, host, ephemeral, raw, counts)
             rows += await memory(relay, ephemeral)
         # Only the daemon's clients are closed: it lives on, as it does between conversations.
         rows += await live_starts(workspace, daemons, counts)

@@ -85,27 +85,34 @@ def _environment(daemons: PrivateDaemons, src: Path | None) -> dict[str, str]:
 @contextmanager
 def connected_host(src: Path | None) -> Iterator[Host]:
     """`warmkernel mcp` of the tree `src` in a fresh workspace, its daemon started, initialized."""
-    with private_daemons() as daemons:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "warmkernel", "mcp", "--idle-stop", "900"],
-            cwd=tempfile.mkdtemp(prefix="wkt-"),
-            env=_environment(daemons, src),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        host = Host(process)
-        try:
-            host.request("initialize", INITIALIZE)
-            assert process.stdin is not None
-            process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-            process.stdin.flush()
-            (descriptor,) = daemons.live()
-            host.daemon = psutil.Process(descriptor.pid)
-            yield host
-        finally:
-            if process.stdin is not None:
-                process.stdin.close()
-            process.wait(30)
+    with private_daemons() as daemons, open_host(Path(tempfile.mkdtemp(prefix="wkt-")), daemons, src) as host:
+        yield host
+
+
+@contextmanager
+def open_host(workspace: Path, daemons: PrivateDaemons, src: Path | None = None) -> Iterator[Host]:
+    """`warmkernel mcp` of the tree `src` in `workspace`, attached to its daemon (started if there
+    is none), initialized."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "mcp", "--idle-stop", "900"],
+        cwd=workspace,
+        env=_environment(daemons, src),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    host = Host(process)
+    try:
+        host.request("initialize", INITIALIZE)
+        assert process.stdin is not None
+        process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        process.stdin.flush()
+        (descriptor,) = daemons.live()
+        host.daemon = psutil.Process(descriptor.pid)
+        yield host
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(30)
 
 
 def round_trips(hosts: dict[str, Host], tool: str, calls: int) -> dict[str, list[float]]:

@@ -67,6 +67,20 @@ def test_a_new_host_finds_the_namespace_and_is_told_what_is_there(cli: Cli) -> N
     assert _daemon(cli)["clients"] == 0  # both hosts are gone; the daemon stays
 
 
+def test_a_new_host_counts_only_the_cells_of_the_kernel_it_joins(cli: Cli) -> None:
+    for code in ("a = 1", "b = 2"):
+        cli("run", code)
+    cli("reset")
+    cli("run", "c = 3")
+
+    async def join() -> str:
+        async with _host(cli) as host:
+            return (await run(host, "c"))[1]
+
+    text = anyio.run(join)
+    assert "(generation 2" in text and "1 execution in its namespace, 3 kept in all" in text
+
+
 @pytest.mark.parametrize("how", ["sigterm", "group-kill"])
 def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: str) -> None:
     relay = subprocess.Popen(

@@ -13,7 +13,7 @@ import contextlib
 import re
 import socket
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -546,10 +546,12 @@ async def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ProxyTrap
 @dataclass
 class ForwardingProxy:
     """An HTTP forward proxy to host names no DNS knows: `hosts` maps each `host:port` to a
-    loopback port. It tunnels a CONNECT, and forwards a plain-http request (absolute-form
-    rewritten to origin-form, one request per connection); it keeps each request line it gets."""
+    loopback port. It tunnels a CONNECT (unless not `tunnels`: then it refuses it), and forwards a
+    plain-http request (absolute-form rewritten to origin-form, one request per connection); it
+    keeps each request line it gets."""
 
     hosts: dict[str, int]
+    tunnels: bool = True
     port: int = 0
     requests: list[str] = field(default_factory=list)
 
@@ -571,7 +573,7 @@ class ForwardingProxy:
             self.requests.append(request_line)
             method, target, version = request_line.split(" ")
             authority = target if method == "CONNECT" else urlsplit(target).netloc
-            if authority not in self.hosts:
+            if authority not in self.hosts or (method == "CONNECT" and not self.tunnels):
                 await client.send(_BAD_GATEWAY)
                 return
             async with await anyio.connect_tcp("127.0.0.1", self.hosts[authority]) as server:
@@ -611,24 +613,63 @@ async def test_a_loopback_jupyter_server_is_reached_without_the_environments_pro
     assert proxy_trap.requests == []
 
 
+def name_no_dns_knows(server: JupyterServer) -> str:
+    """`host:port` for `server` that only a `ForwardingProxy` can reach."""
+    return f"jupyter.example.invalid:{urlsplit(server.url).port}"
+
+
+@asynccontextmanager
+async def behind_a_proxy(
+    server: JupyterServer, monkeypatch: pytest.MonkeyPatch, *, tunnels: bool = True
+) -> AsyncIterator[ForwardingProxy]:
+    """The environment's proxy: it alone reaches `server` by `name_no_dns_knows(server)`."""
+    port = urlsplit(server.url).port
+    assert port is not None
+    proxy = ForwardingProxy({name_no_dns_knows(server): port}, tunnels)
+    async with anyio.create_task_group() as tg:
+        await tg.start(proxy.serve)
+        set_proxy(monkeypatch, f"http://127.0.0.1:{proxy.port}")
+        yield proxy
+        tg.cancel_scope.cancel()
+
+
 async def test_a_remote_jupyter_server_is_reached_through_the_environments_proxy(
     fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server's host name resolves nowhere: only the proxy, which maps it to the real Kernel
     Gateway, can reach it, for the REST calls and for the kernel's websocket alike."""
     kg = await servers.get("kernel_gateway")
-    port = urlsplit(kg.url).port
-    assert port is not None
-    remote_name = f"jupyter.example.invalid:{port}"
-    proxy = ForwardingProxy({remote_name: port})
-    async with anyio.create_task_group() as tg:
-        await tg.start(proxy.serve)
-        set_proxy(monkeypatch, f"http://127.0.0.1:{proxy.port}")
-        async with fresh_client(jupyter_url=f"http://{remote_name}/", jupyter_token=kg.token) as client:
-            assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
-        tg.cancel_scope.cancel()
+    remote_name = name_no_dns_knows(kg)
+    async with (
+        behind_a_proxy(kg, monkeypatch) as proxy,
+        fresh_client(jupyter_url=f"http://{remote_name}/", jupyter_token=kg.token) as client,
+    ):
+        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
     assert f"POST http://{remote_name}/api/kernels HTTP/1.1" in proxy.requests
     assert f"CONNECT {remote_name} HTTP/1.1" in proxy.requests  # the kernel's websocket
+
+
+async def test_a_proxy_that_refuses_the_websocket_is_reported(
+    fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    remote_name = name_no_dns_knows(kg)
+    async with (
+        behind_a_proxy(kg, monkeypatch, tunnels=False),
+        fresh_client(jupyter_url=f"http://{remote_name}/", jupyter_token=kg.token) as client,
+    ):
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_unreachable"
+    assert f"channels on http://{remote_name}/: proxy rejected connection: HTTP 502" in message
+
+
+async def test_a_proxy_that_cannot_reach_the_server_is_reported(
+    proxy_trap: ProxyTrap, fresh_client: FreshClient
+) -> None:
+    async with fresh_client(jupyter_url="http://jupyter.example.invalid:8888/", jupyter_token="t") as client:
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_failed" and "502" in message
+    assert proxy_trap.requests[0].startswith("POST http://jupyter.example.invalid:8888/api/")
 
 
 async def test_the_owned_servers_token_is_not_in_its_kernels_environment(

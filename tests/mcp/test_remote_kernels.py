@@ -13,13 +13,16 @@ import contextlib
 import re
 import socket
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import nbformat
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
 from tests.jupyter_servers import (
@@ -496,6 +499,16 @@ async def test_settings_that_cannot_work_are_refused_at_start(
 
 
 _BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "WS_PROXY", "WSS_PROXY")
+
+
+def set_proxy(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Make `url` every proxy of the environment, in both spellings, with no exceptions."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.setenv(name, url)
+        monkeypatch.setenv(name.lower(), url)
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "")
 
 
 @dataclass
@@ -517,9 +530,7 @@ class ProxyTrap:
         async with stream:
             with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
                 self.requests.append((await stream.receive()).split(b"\r\n", 1)[0].decode())
-                await stream.send(
-                    b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                )
+                await stream.send(_BAD_GATEWAY)
 
 
 @pytest.fixture
@@ -527,24 +538,132 @@ async def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ProxyTrap
     trap = ProxyTrap()
     async with anyio.create_task_group() as tg:
         await tg.start(trap.serve)
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-            monkeypatch.setenv(name, f"http://127.0.0.1:{trap.port}")
-        monkeypatch.setenv("NO_PROXY", "")
-        monkeypatch.setenv("no_proxy", "")
+        set_proxy(monkeypatch, f"http://127.0.0.1:{trap.port}")
         yield trap
         tg.cancel_scope.cancel()
+
+
+@dataclass
+class ForwardingProxy:
+    """An HTTP forward proxy to host names no DNS knows: `hosts` maps each `host:port` to a
+    loopback port. It tunnels a CONNECT (unless not `tunnels`: then it refuses it), and forwards a
+    plain-http request (absolute-form rewritten to origin-form, one request per connection); it
+    keeps each request line it gets."""
+
+    hosts: dict[str, int]
+    tunnels: bool = True
+    port: int = 0
+    requests: list[str] = field(default_factory=list)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        task_status.started()
+        async with listener:
+            await listener.serve(self._forward)
+
+    async def _forward(self, client: anyio.abc.SocketStream) -> None:
+        async with client:
+            incoming = BufferedByteReceiveStream(client)
+            try:
+                head = (await incoming.receive_until(b"\r\n\r\n", 65536)).decode("latin-1")
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
+                return
+            request_line, _, headers = head.partition("\r\n")
+            self.requests.append(request_line)
+            method, target, version = request_line.split(" ")
+            authority = target if method == "CONNECT" else urlsplit(target).netloc
+            if authority not in self.hosts or (method == "CONNECT" and not self.tunnels):
+                await client.send(_BAD_GATEWAY)
+                return
+            async with await anyio.connect_tcp("127.0.0.1", self.hosts[authority]) as server:
+                if method == "CONNECT":
+                    await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                else:
+                    parts = urlsplit(target)
+                    origin_form = parts.path + (f"?{parts.query}" if parts.query else "")
+                    kept = [
+                        line
+                        for line in headers.split("\r\n")
+                        if line.partition(":")[0].lower()
+                        not in ("connection", "proxy-connection", "keep-alive")
+                    ]
+                    forwarded = [f"{method} {origin_form} {version}", *kept, "Connection: close", "", ""]
+                    await server.send("\r\n".join(forwarded).encode("latin-1"))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_pipe, incoming, server, tg.cancel_scope)
+                    await _pipe(server, client, tg.cancel_scope)
+
+
+async def _pipe(
+    source: anyio.abc.ByteReceiveStream, sink: anyio.abc.ByteSendStream, scope: anyio.CancelScope
+) -> None:
+    with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        while True:
+            await sink.send(await source.receive())
+    scope.cancel()
 
 
 async def test_a_loopback_jupyter_server_is_reached_without_the_environments_proxy(
     proxy_trap: ProxyTrap, remote_client: FreshClient
 ) -> None:
     async with remote_client() as client:
-        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
+        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]  # REST and websocket
         await call(client, "reset_python")
     assert proxy_trap.requests == []
 
 
+def name_no_dns_knows(server: JupyterServer) -> str:
+    """`host:port` for `server` that only a `ForwardingProxy` can reach."""
+    return f"jupyter.example.invalid:{urlsplit(server.url).port}"
+
+
+@asynccontextmanager
+async def behind_a_proxy(
+    server: JupyterServer, monkeypatch: pytest.MonkeyPatch, *, tunnels: bool = True
+) -> AsyncIterator[ForwardingProxy]:
+    """The environment's proxy: it alone reaches `server` by `name_no_dns_knows(server)`."""
+    port = urlsplit(server.url).port
+    assert port is not None
+    proxy = ForwardingProxy({name_no_dns_knows(server): port}, tunnels)
+    async with anyio.create_task_group() as tg:
+        await tg.start(proxy.serve)
+        set_proxy(monkeypatch, f"http://127.0.0.1:{proxy.port}")
+        yield proxy
+        tg.cancel_scope.cancel()
+
+
 async def test_a_remote_jupyter_server_is_reached_through_the_environments_proxy(
+    fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's host name resolves nowhere: only the proxy, which maps it to the real Kernel
+    Gateway, can reach it, for the REST calls and for the kernel's websocket alike."""
+    kg = await servers.get("kernel_gateway")
+    remote_name = name_no_dns_knows(kg)
+    async with (
+        behind_a_proxy(kg, monkeypatch) as proxy,
+        fresh_client(jupyter_url=f"http://{remote_name}/", jupyter_token=kg.token) as client,
+    ):
+        assert "Out[1]: 2" in (await run(client, "1 + 1"))[1]
+    assert f"POST http://{remote_name}/api/kernels HTTP/1.1" in proxy.requests
+    assert f"CONNECT {remote_name} HTTP/1.1" in proxy.requests  # the kernel's websocket
+
+
+async def test_a_proxy_that_refuses_the_websocket_is_reported(
+    fresh_client: FreshClient, servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kg = await servers.get("kernel_gateway")
+    remote_name = name_no_dns_knows(kg)
+    async with (
+        behind_a_proxy(kg, monkeypatch, tunnels=False),
+        fresh_client(jupyter_url=f"http://{remote_name}/", jupyter_token=kg.token) as client,
+    ):
+        code, message = await call_error(client, "run_python", freeform="1")
+    assert code == "jupyter_server_unreachable"
+    assert f"channels on http://{remote_name}/: proxy rejected connection: HTTP 502" in message
+
+
+async def test_a_proxy_that_cannot_reach_the_server_is_reported(
     proxy_trap: ProxyTrap, fresh_client: FreshClient
 ) -> None:
     async with fresh_client(jupyter_url="http://jupyter.example.invalid:8888/", jupyter_token="t") as client:

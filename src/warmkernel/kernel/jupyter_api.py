@@ -1,12 +1,13 @@
 """The doors of one Jupyter server (Jupyter Server, Kernel Gateway or Enterprise Gateway): its REST
 API and its kernel websockets, with the token, extra headers and TLS trust that both share.
 
-REST goes through httpx2 (the HTTP client the MCP SDK already brings), websockets through
-tornado's client (already required by jupyter_client; jupyter_server's own gateway client uses
-it too). One `ssl.SSLContext`, built once from the CA bundle and client certificate, serves both,
-so an https server is trusted the same way on either door. A 401 makes the token be read again
-(from its file, else `WARMKERNEL_JUPYTER_TOKEN`) and the request retried once when it changed:
-a rotated token is picked up without a restart. A refusal says what the server said.
+REST goes through httpx2 (the HTTP client the MCP SDK already brings), websockets through the
+`websockets` library's asyncio client. Both honour the environment's proxy settings for a remote
+server and ignore them for a loopback one. One `ssl.SSLContext`, built once from the CA bundle
+and client certificate, serves both, so an https server is trusted the same way on either door.
+A 401 makes the token be read again (from its file, else `WARMKERNEL_JUPYTER_TOKEN`) and the
+request retried once when it changed: a rotated token is picked up without a restart. A refusal
+says what the server said.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
-from tornado.httpclient import HTTPClientError, HTTPRequest
-from tornado.simple_httpclient import HTTPTimeoutError
-from tornado.websocket import WebSocketClientConnection, websocket_connect
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import InvalidHandshake, InvalidProxy, InvalidStatus, ProxyError
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
@@ -32,6 +32,8 @@ from warmkernel.errors import WarmkernelError
 TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 REQUEST_TIMEOUT_S = 30.0
 _PING_INTERVAL_S = 20.0
+_CLOSE_TIMEOUT_S = 2.0
+"""How long closing a websocket waits for the server's close frame before dropping the connection."""
 _MAX_MESSAGE_BYTES = 1 << 30  # a cell's output can be large; the server sends it as one message
 _SAID_MAX_CHARS = 500
 
@@ -156,11 +158,12 @@ class JupyterApi:
         self._tls = tls_context(settings)
         # A proxy from the environment serves a remote server, never a loopback one: it would see
         # the token, and it cannot reach this machine's loopback anyway.
+        self._use_proxy = not is_loopback(self.url)
         self._http = httpx2.AsyncClient(
             base_url=self.url,
             timeout=REQUEST_TIMEOUT_S,
             verify=self._tls if self._tls is not None else True,
-            trust_env=not is_loopback(self.url),
+            trust_env=self._use_proxy,
         )
 
     # -- authentication -----------------------------------------------------------------------
@@ -302,38 +305,45 @@ class JupyterApi:
 
     async def connect_channels(
         self, kernel_id: str, channel_session: str, timeout_s: float = REQUEST_TIMEOUT_S
-    ) -> WebSocketClientConnection:
+    ) -> ClientConnection:
         """The kernel's websocket; `TimeoutError` past `timeout_s` (the caller names the step)."""
         parts = urlsplit(self.url)
         scheme = "wss" if parts.scheme == "https" else "ws"
         path = f"{parts.path}api/kernels/{kernel_id}/channels?session_id={quote(channel_session)}"
         for retry in (True, False):
-            request = HTTPRequest(
-                urlunsplit((scheme, parts.netloc, path, "", "")),
-                headers=self._headers(),
-                connect_timeout=timeout_s,
-                request_timeout=timeout_s,
-                ssl_options=self._tls,
-            )
             try:
-                return await websocket_connect(
-                    request, ping_interval=_PING_INTERVAL_S, max_message_size=_MAX_MESSAGE_BYTES
+                return await connect(
+                    urlunsplit((scheme, parts.netloc, path, "", "")),
+                    additional_headers=self._headers(),
+                    proxy=True if self._use_proxy else None,  # True: the environment's
+                    open_timeout=timeout_s,
+                    ping_interval=_PING_INTERVAL_S,
+                    close_timeout=_CLOSE_TIMEOUT_S,
+                    max_size=_MAX_MESSAGE_BYTES,
+                    ssl=(self._tls or True) if scheme == "wss" else None,  # True: the default trust
                 )
-            except HTTPTimeoutError as exc:
-                raise TimeoutError(str(exc)) from exc
-            except HTTPClientError as exc:
-                if exc.code == 401 and retry and self._token_rotated():
+            except TimeoutError:
+                raise  # an OSError too, but one the caller names
+            except InvalidStatus as exc:
+                status = exc.response.status_code
+                if status == 401 and retry and self._token_rotated():
                     continue
-                if exc.code in (401, 403):
-                    raise self._refused(exc.code, _websocket_says(exc)) from exc
+                said = _websocket_says(exc.response.body)
+                if status in (401, 403):
+                    raise self._refused(status, said) from exc
                 raise WarmkernelError(
                     "jupyter_server_failed",
-                    f"opening kernel {kernel_id}'s channels failed on {self.url}: {exc}",
+                    f"opening kernel {kernel_id}'s channels failed on {self.url}: {status} {said}".strip(),
                 ) from exc
-            except OSError as exc:
+            except (OSError, ProxyError, InvalidProxy) as exc:
                 raise WarmkernelError(
                     "jupyter_server_unreachable",
                     f"could not open kernel {kernel_id}'s channels on {self.url}: {exc}",
+                ) from exc
+            except InvalidHandshake as exc:
+                raise WarmkernelError(
+                    "jupyter_server_failed",
+                    f"opening kernel {kernel_id}'s channels failed on {self.url}: {exc}",
                 ) from exc
         raise AssertionError("unreachable: the second try returns or raises")
 
@@ -341,8 +351,8 @@ class JupyterApi:
         await self._http.aclose()
 
 
-def _websocket_says(exc: HTTPClientError) -> str:
-    body = exc.response.body if exc.response is not None else b""
+def _websocket_says(body: bytes | bytearray | None) -> str:
+    """What the server said in its answer to a refused websocket: its JSON `message` or `reason`."""
     try:
         model = json.loads(body or b"null")
     except ValueError:

@@ -17,18 +17,22 @@ died and starts a new one.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import os
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.abc
 from jupyter_client.jsonutil import json_default
-from tornado.websocket import WebSocketClientConnection, WebSocketClosedError
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
@@ -57,7 +61,11 @@ _GONE_STATES = {
 
 
 class WebsocketTransport:
-    """A kernel's channels over its server's websocket, reconnected when the connection drops."""
+    """A kernel's channels over its server's websocket, reconnected when the connection drops.
+
+    Messages to the kernel wait in one queue, in order, for a writer task that sends them over
+    the connection of the moment; while there is none (reconnecting), they wait for the next.
+    """
 
     def __init__(self, api: JupyterApi, kernel_id: str, connect_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._api = api
@@ -65,8 +73,10 @@ class WebsocketTransport:
         self._connect_timeout_s = connect_timeout_s
         """How long the first connection may take (part of the launch timeout)."""
         self._channel_session = uuid.uuid4().hex  # the same on every reconnect: the server replays its buffer
-        self._connection: WebSocketClientConnection | None = None
-        self._unsent: list[str] = []
+        self._connection: ClientConnection | None = None
+        self._unsent: deque[str] = deque()
+        self._wake_writer = anyio.Event()
+        """Set when a message is queued or a connection opens; the writer waits on a fresh one."""
         self._last_activity = time.monotonic()
         """When a message last went to or came from the kernel (what a server's culler counts)."""
         self.gone_reason = ""
@@ -80,19 +90,22 @@ class WebsocketTransport:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_kernel, tg.cancel_scope)
+                tg.start_soon(self._write)
                 await self._read(route)
                 tg.cancel_scope.cancel()
         finally:
             if self._connection is not None:
-                self._connection.close()
+                with anyio.CancelScope(shield=True):
+                    await self._connection.close()
             self._connection = None
 
     async def _read(self, route: Route) -> None:
         """Route messages until the kernel is gone (the server said so, or reconnecting failed)."""
         while True:
             assert self._connection is not None
-            text = await self._connection.read_message()
-            if text is None:
+            try:
+                text = await self._connection.recv()
+            except ConnectionClosed:
                 if not await self._reconnect():
                     return
                 continue
@@ -103,6 +116,16 @@ class WebsocketTransport:
                 self.gone_reason = _GONE_STATES[content["execution_state"]]
                 return
             route(str(msg.get("channel", "")), msg)
+
+    async def _write(self) -> None:
+        """Send the queued messages in order while a connection is open. One that a connection
+        takes as it drops is lost, as on any transport; the rest wait for the next connection."""
+        while True:
+            while self._unsent and self._connection is not None and self._connection.state is State.OPEN:
+                with contextlib.suppress(ConnectionClosed):
+                    await self._connection.send(self._unsent.popleft())
+            self._wake_writer = anyio.Event()
+            await self._wake_writer.wait()
 
     def _deleted(self) -> str:
         # Servers do not say why they deleted a kernel: an idle one was most likely culled.
@@ -128,7 +151,7 @@ class WebsocketTransport:
     async def _reconnect(self) -> bool:
         """Connect again while the kernel exists; False (with `gone_reason`) once it does not."""
         assert self._connection is not None
-        self._connection.close()  # already closed by the peer; this releases it
+        await self._connection.close()  # already closed by the peer; this releases it
         self._connection = None
         with anyio.move_on_after(_RECONNECT_GIVE_UP_S):
             attempt = 0
@@ -146,9 +169,7 @@ class WebsocketTransport:
                     attempt += 1
                     continue
                 log.info("kernel %s: channels reconnected", self._kernel_id)
-                for text in self._unsent:
-                    self._connection.write_message(text)
-                self._unsent.clear()
+                self._wake_writer.set()  # what was queued meanwhile goes now
                 return True
         self.gone_reason = (
             f"the Jupyter server at {self._api.url} was unreachable for {_RECONNECT_GIVE_UP_S:.0f} s"
@@ -156,15 +177,10 @@ class WebsocketTransport:
         return False
 
     def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
+        """Queue a message for the writer (sent at once while connected, else once reconnected)."""
         self._last_activity = time.monotonic()
-        text = json.dumps({**msg, "channel": channel}, default=json_default)
-        if self._connection is None:
-            self._unsent.append(text)  # sent once the channels reconnect
-            return
-        try:
-            self._connection.write_message(text)
-        except WebSocketClosedError:
-            self._unsent.append(text)
+        self._unsent.append(json.dumps({**msg, "channel": channel}, default=json_default))
+        self._wake_writer.set()
 
 
 class RemoteKernel(Kernel):

@@ -15,8 +15,10 @@ import pytest
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
+from tests.conftest import needs_cgroups
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
+from warmkernel.kernel.launch import KERNEL_MARK_ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -132,6 +134,39 @@ async def test_reset_kills_a_double_forked_grandchild(fresh_client: FreshClient)
         assert grandchild not in {proc.pid for proc in psutil.Process(kernel).children(recursive=True)}
         await call(client, "reset_python")
         assert gone(grandchild)
+
+
+# As DOUBLE_FORK, but the grandchild starts with an empty environment: no marker to find it by,
+# in a session of its own and out of the kernel's tree. Only its cgroup still holds it.
+UNMARKED_DOUBLE_FORK = DOUBLE_FORK.replace("start_new_session=True,", "start_new_session=True, env={},")
+
+
+async def kernel_cgroup(client: Client) -> Path:
+    match = re.search(r"^process tracking: cgroup (\S+)", await call(client, "python_status"), re.MULTILINE)
+    assert match
+    return Path(match.group(1))
+
+
+@needs_cgroups
+@pytest.mark.parametrize("end", ["reset_python", "stop_python_kernel"])
+async def test_reset_and_stop_kill_an_unmarked_double_forked_grandchild(
+    fresh_client: FreshClient, end: str
+) -> None:
+    spawn = (
+        "import subprocess, sys\n"
+        f"int(subprocess.run([sys.executable, '-c', {UNMARKED_DOUBLE_FORK!r}], capture_output=True, "
+        "text=True).stdout)"
+    )
+    async with fresh_client() as client:
+        _, text = await run(client, spawn)
+        grandchild = psutil.Process(int(body(text)[0].split(":", 1)[1]))
+        assert KERNEL_MARK_ENV not in grandchild.environ()
+        assert os.getsid(grandchild.pid) != os.getsid(await kernel_pid(client))
+        cgroup = await kernel_cgroup(client)
+        assert str(grandchild.pid) in (cgroup / "cgroup.procs").read_text().split()
+        await call(client, end, **({"name": "main"} if end == "stop_python_kernel" else {}))
+        assert gone(grandchild.pid)
+        assert not cgroup.exists()
 
 
 async def test_the_kernel_environment_holds_no_token_of_warmkernel(

@@ -15,20 +15,12 @@ import pytest
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
-from tests.conftest import needs_cgroups
+from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
 from warmkernel.kernel.launch import KERNEL_MARK_ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
-
-
-def gone(pid: int) -> bool:
-    """Dead or a zombie (some machines' PID 1 does not reap orphans)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 async def kernel_pid(client: Client) -> int:
@@ -136,11 +128,6 @@ async def test_reset_kills_a_double_forked_grandchild(fresh_client: FreshClient)
         assert gone(grandchild)
 
 
-# As DOUBLE_FORK, but the grandchild starts with an empty environment: no marker to find it by,
-# in a session of its own and out of the kernel's tree. Only its cgroup still holds it.
-UNMARKED_DOUBLE_FORK = DOUBLE_FORK.replace("start_new_session=True,", "start_new_session=True, env={},")
-
-
 async def kernel_cgroup(client: Client) -> Path:
     match = re.search(r"^process tracking: cgroup (\S+)", await call(client, "python_status"), re.MULTILINE)
     assert match
@@ -152,13 +139,8 @@ async def kernel_cgroup(client: Client) -> Path:
 async def test_reset_and_stop_kill_an_unmarked_double_forked_grandchild(
     fresh_client: FreshClient, end: str
 ) -> None:
-    spawn = (
-        "import subprocess, sys\n"
-        f"int(subprocess.run([sys.executable, '-c', {UNMARKED_DOUBLE_FORK!r}], capture_output=True, "
-        "text=True).stdout)"
-    )
     async with fresh_client() as client:
-        _, text = await run(client, spawn)
+        _, text = await run(client, unmarked_grandchild_cell())
         grandchild = psutil.Process(int(body(text)[0].split(":", 1)[1]))
         assert KERNEL_MARK_ENV not in grandchild.environ()
         assert os.getsid(grandchild.pid) != os.getsid(await kernel_pid(client))

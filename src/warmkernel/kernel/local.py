@@ -88,8 +88,8 @@ class LocalKernel(Kernel):
         kernel = cls(
             generation, process, channel, spec.log_file, spec.connection_file, environment, spec.mark, cgroup
         )
-        await tg.start(kernel._supervise)
         try:
+            await tg.start(kernel._supervise)
             await kernel._handshake()
         except BaseException:
             # Also when cancelled (the server shutting down mid-start): never orphan a kernel.

@@ -1,12 +1,13 @@
 """A cgroup (v2) per local kernel, where the system lets this user make one.
 
 Every process a kernel starts stays in its cgroup whatever it does (double fork, setsid, a clean
-environment): leaving it takes write access to a cgroup above, which a cell does not get by
-forking. Kernel cgroups are children of this process's own cgroup, named after the kernel's mark
+environment): only a deliberate move, writing its pid into another cgroup, takes it out. Kernel
+cgroups are children of this process's own cgroup, named after the kernel's mark
 (`LaunchSpec.mark`), so a server that was killed leaves cgroups the next one finds by its runtime
 root's name. Where there is no cgroup2 mount, or this user may not create cgroups in its own
-(anyone but root, unless systemd delegated the cgroup), kernels are tracked by their session and
-an environment marker instead (`local.kill_process_tree`); that is said once in the log.
+(as anyone but root, unless systemd delegated that cgroup to the user), kernels are tracked by
+their session and an environment marker instead (`local.kill_process_tree`); that is said once
+in the log.
 """
 
 from __future__ import annotations

@@ -14,15 +14,62 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 from warmkernel.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
 from warmkernel.journal import STATE_DIR_ENV
+from warmkernel.kernel.cgroup import own_directory
 
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _cgroups_writable() -> bool:
+    """Whether this user may make a cgroup in its own, as a kernel's is made: tried, not guessed."""
+    own = own_directory()
+    if own is None:
+        return False
+    probe = own / f"wkt-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
+needs_cgroups = pytest.mark.skipif(
+    not _cgroups_writable(),
+    reason="this user may not create cgroups (v2) here (not root, no delegated cgroup): kernels are "
+    "tracked by session scan and environment marker, which a clean-environment double fork escapes",
+)
+"""For tests of what only a kernel's cgroup catches."""
+
+
+def unmarked_grandchild_cell(program: str = "import time; time.sleep(600)") -> str:
+    """A cell whose value is the pid of a grandchild running `program` that left the kernel's tree
+    (its parent exited), its session (setsid) and its environment (empty: no marker). Only the
+    kernel's cgroup still holds it."""
+    double_fork = (
+        "import subprocess, sys\n"
+        f"print(subprocess.Popen([sys.executable, '-c', {program!r}], start_new_session=True, env={{}}, "
+        "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
+    return (
+        "import subprocess, sys\n"
+        f"int(subprocess.run([sys.executable, '-c', {double_fork!r}], capture_output=True, text=True).stdout)"
+    )
+
+
+def gone(pid: int) -> bool:
+    """Dead or a zombie (some machines' PID 1 does not reap orphans)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def daemon_env(root: Path) -> dict[str, str]:

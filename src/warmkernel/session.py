@@ -244,20 +244,30 @@ class Session:
         self._start_began = time.monotonic()
         self._tg.start_soon(self._start_kernel, self._generation, self._ready)
 
+    async def _prepare(self, kernel: Kernel) -> None:
+        """Ready a new kernel for the session's cells: numbering, and the inspection helper."""
+        # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
+        await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
+        installed = await kernel.run_silently(
+            helper.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
+        )
+        if installed is not None and installed.status != "ok":
+            log.warning(
+                "the kernel-side helper did not load (%s: %s); variables cannot be inspected",
+                installed.ename,
+                installed.evalue,
+            )
+
     async def _start_kernel(self, generation: Generation, ready: anyio.Event) -> None:
         try:
             kernel = await self._launcher.start(generation)
-            # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
-            await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
-            installed = await kernel.run_silently(
-                helper.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
-            )
-            if installed is not None and installed.status != "ok":
-                log.warning(
-                    "the kernel-side helper did not load (%s: %s); variables cannot be inspected",
-                    installed.ename,
-                    installed.evalue,
-                )
+            try:
+                await self._prepare(kernel)
+            except BaseException:
+                # Also when cancelled (the server shutting down): a kernel no one holds is never left.
+                with anyio.CancelScope(shield=True):
+                    await self._launcher.retire(kernel)
+                raise
         except WarmkernelError as exc:  # its code says what to fix, e.g. python_not_usable
             self._start_error = exc
         except Exception as exc:

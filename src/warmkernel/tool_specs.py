@@ -151,6 +151,7 @@ TOOLS: tuple[Tool, ...] = (
             "kernel_starting": "string",
             "kernel_pid": "integer",
             "connection_file": "string",
+            "process_tracking": "string",
             "kernel_server_url": "string",
             "kernel_id": "string",
             "kernel_cwd": "string",

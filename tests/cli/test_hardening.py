@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import psutil
 import pytest
 
 from tests.cli.conftest import Cli
+from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
 from warmkernel.cli.tool_verbs import MAX_CELL_BYTES
 
 
@@ -144,6 +146,45 @@ def test_a_starting_daemon_sweeps_the_runtime_roots_of_servers_that_are_gone(cli
     finally:
         for root in (gone_owner, unnamed, alive, young):
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _unmarked_grandchild(cli: Cli) -> tuple[int, dict[str, object]]:
+    """Starts a grandchild only the kernel's cgroup holds; its pid, and the kernel's status."""
+    ran = cli("run", unmarked_grandchild_cell())
+    assert ran.returncode == 0, ran.stderr
+    grandchild = int(ran.stdout.splitlines()[-1].rpartition(" ")[2])
+    status = json.loads(cli("status", "--json").stdout)
+    assert str(status["process_tracking"]).startswith("cgroup ")
+    return grandchild, status
+
+
+@needs_cgroups
+def test_stop_kills_a_kernels_unmarked_double_forked_grandchild_and_removes_its_cgroup(cli: Cli) -> None:
+    grandchild, status = _unmarked_grandchild(cli)
+    cgroup = Path(str(status["process_tracking"]).removeprefix("cgroup "))
+    assert cgroup.is_dir()
+    assert cli("stop").returncode == 0
+    assert gone(grandchild)
+    assert not cgroup.exists()
+
+
+@needs_cgroups
+def test_a_starting_daemon_kills_what_a_killed_daemons_kernels_left_in_their_cgroups(cli: Cli) -> None:
+    grandchild, status = _unmarked_grandchild(cli)
+    cgroup = Path(str(status["process_tracking"]).removeprefix("cgroup "))
+    root = Path(str(status["connection_file"])).parent
+    (descriptor,) = (cli.runtime / "daemons").glob("*.json")
+    os.kill(json.loads(descriptor.read_text())["pid"], signal.SIGKILL)  # no chance to clean up
+    deadline = time.monotonic() + 30
+    while not gone(int(str(status["kernel_pid"]))):  # it follows its daemon by itself
+        assert time.monotonic() < deadline, "the kernel outlived its daemon"
+        time.sleep(0.1)
+    assert not gone(grandchild) and cgroup.is_dir()
+    an_hour_ago = time.time() - 3600
+    os.utime(root, (an_hour_ago, an_hour_ago))  # old enough for the sweep
+    assert cli("start").returncode == 0
+    assert gone(grandchild)
+    assert not cgroup.exists() and not root.exists()
 
 
 def test_daemon_logs_rotate_keeping_the_last_five(cli: Cli) -> None:

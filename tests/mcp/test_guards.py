@@ -7,7 +7,8 @@ import re
 import anyio
 import pytest
 
-from tests.mcp.calls import call, run
+from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
+from tests.mcp.calls import body, call, run
 from tests.mcp.conftest import FreshClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -70,3 +71,20 @@ async def test_a_kernel_over_its_memory_ceiling_is_interrupted_then_killed_with_
 async def test_a_kernel_under_its_memory_ceiling_runs_untouched(fresh_client: FreshClient) -> None:
     async with fresh_client(max_kernel_memory_bytes=4 << 30) as client:
         assert "Out[1]: 3" in (await run(client, "import time; time.sleep(1.5); len(b'abc' * 1)"))[1]
+
+
+@needs_cgroups
+async def test_the_memory_of_a_process_that_left_the_kernels_tree_counts_against_its_ceiling(
+    fresh_client: FreshClient,
+) -> None:
+    hog = "import time; hog = b'x' * (300 << 20); time.sleep(600)"
+    async with fresh_client(max_kernel_memory_bytes=200 << 20) as client:
+        _, text = await run(client, unmarked_grandchild_cell(hog))
+        grandchild = int(body(text)[0].split(":", 1)[1])
+        replies = ""
+        with anyio.fail_after(60):
+            # The ceiling is watched by the server; the test can only ask until it has acted.
+            while "was killed: memory ceiling 200M exceeded" not in replies:
+                replies += await call(client, "python_status")
+                await anyio.sleep(0.2)
+        assert gone(grandchild)

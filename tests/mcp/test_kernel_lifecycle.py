@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -15,18 +16,13 @@ import pytest
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
+from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
+from warmkernel.kernel import cgroup
+from warmkernel.kernel.launch import KERNEL_MARK_ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
-
-
-def gone(pid: int) -> bool:
-    """Dead or a zombie (some machines' PID 1 does not reap orphans)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 async def kernel_pid(client: Client) -> int:
@@ -132,6 +128,65 @@ async def test_reset_kills_a_double_forked_grandchild(fresh_client: FreshClient)
         assert grandchild not in {proc.pid for proc in psutil.Process(kernel).children(recursive=True)}
         await call(client, "reset_python")
         assert gone(grandchild)
+
+
+async def kernel_cgroup(client: Client) -> Path:
+    match = re.search(r"^process tracking: cgroup (\S+)", await call(client, "python_status"), re.MULTILINE)
+    assert match
+    return Path(match.group(1))
+
+
+@needs_cgroups
+@pytest.mark.parametrize("end", ["reset_python", "stop_python_kernel"])
+async def test_reset_and_stop_kill_an_unmarked_double_forked_grandchild(
+    fresh_client: FreshClient, end: str
+) -> None:
+    async with fresh_client() as client:
+        _, text = await run(client, unmarked_grandchild_cell())
+        grandchild = psutil.Process(int(body(text)[0].split(":", 1)[1]))
+        assert KERNEL_MARK_ENV not in grandchild.environ()
+        assert os.getsid(grandchild.pid) != os.getsid(await kernel_pid(client))
+        group = await kernel_cgroup(client)
+        assert str(grandchild.pid) in (group / "cgroup.procs").read_text().split()
+        await call(client, end, **({"name": "main"} if end == "stop_python_kernel" else {}))
+        assert gone(grandchild.pid)
+        assert not group.exists()
+
+
+@needs_cgroups
+async def test_a_kernel_that_dies_takes_what_it_started_and_its_cgroup(fresh_client: FreshClient) -> None:
+    async with fresh_client() as client:
+        _, text = await run(client, unmarked_grandchild_cell())
+        grandchild = int(body(text)[0].split(":", 1)[1])
+        group = await kernel_cgroup(client)
+        assert "died (exit code 3)" in (await run(client, "import os; os._exit(3)"))[1]
+        with anyio.fail_after(30):
+            while not gone(grandchild) or group.exists():  # noqa: ASYNC110 (the server acts on its own)
+                await anyio.sleep(0.05)
+
+
+async def test_where_no_cgroup_can_be_made_kernels_start_and_are_tracked_by_session_and_marker(
+    fresh_client: FreshClient,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As where this user may not create cgroups: making one fails with an OSError.
+    monkeypatch.setattr(cgroup, "_parent", lambda: tmp_path / "no-such-cgroup")
+    spawn = (
+        "import subprocess, sys\n"
+        f"int(subprocess.run([sys.executable, '-c', {DOUBLE_FORK!r}], capture_output=True, text=True).stdout)"
+    )
+    caplog.set_level(logging.INFO, logger=cgroup.__name__)
+    async with fresh_client() as client:
+        _, text = await run(client, spawn)
+        grandchild = int(body(text)[0].split(":", 1)[1])
+        assert "process tracking: session scan and environment marker" in await call(client, "python_status")
+        await call(client, "reset_python")
+        assert gone(grandchild)
+        assert "Out[2]: 2" in (await run(client, "1 + 1"))[1]
+    said = [record.getMessage() for record in caplog.records if record.name == cgroup.__name__]
+    assert len(said) == 1 and "tracked by session and environment marker" in said[0], said
 
 
 async def test_the_kernel_environment_holds_no_token_of_warmkernel(

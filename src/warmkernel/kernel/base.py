@@ -71,6 +71,8 @@ class KernelPlace:
     """The working directory of a kernel on a server, as it reports it (a local kernel's is the workspace)."""
     environment: str | None = None
     """A local kernel's Python environment and why it was chosen (`Environment.describe`)."""
+    tracking: str | None = None
+    """How a local kernel's processes are found when it is killed: its cgroup, or a scan."""
 
 
 @dataclass(frozen=True)

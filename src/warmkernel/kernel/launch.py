@@ -74,7 +74,8 @@ class LaunchSpec:
     connection_info: dict[str, object]
     log_file: Path
     mark: str
-    """The value of `KERNEL_MARK_ENV` in the kernel's environment, which its descendants inherit."""
+    """The value of `KERNEL_MARK_ENV` in the kernel's environment, which its descendants inherit;
+    also its cgroup's name (`kernel.cgroup`). It starts with the root's name, unique on the machine."""
 
 
 def kernel_environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:

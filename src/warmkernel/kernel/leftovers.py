@@ -1,9 +1,12 @@
-"""Leftovers of servers that are gone: their private runtime roots (`wk-*` in the temp directory).
+"""Leftovers of servers that are gone: their private runtime roots (`wk-*` in the temp directory)
+and their kernels' cgroups.
 
 A server that is killed cannot remove its root, and kernels it started may have left IPC sockets
-and logs there. Each root names its owner (pid and start time) in a file; a root whose owner is
-gone is removed by the next server that starts. A root without that file was made by an older
-version, whose server may still use it without a kernel naming it anywhere: it is left alone.
+and logs there, and processes in their cgroups (a double-forked one outlives its kernel). Each
+root names its owner (pid and start time) in a file; a root whose owner is gone is removed by the
+next server that starts, after its kernels' cgroups (named after the root) are emptied and
+removed. A root without that file was made by an older version, whose server may still use it
+without a kernel naming it anywhere: it is left alone.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from warmkernel.kernel import cgroup
 
 ROOT_PREFIX = "wk-"
 OWNER_FILE = "owner"
@@ -30,9 +35,12 @@ def write_owner(root: Path) -> None:
 
 
 def sweep() -> None:
-    """Remove the roots of this user's servers that are gone."""
+    """Remove the roots of this user's servers that are gone, and their kernels' cgroups.
+
+    A root whose cgroups could not all be removed stays, so the next sweep tries again.
+    """
     for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
-        if _ours(root) and not _in_use(root):
+        if _ours(root) and not _in_use(root) and cgroup.sweep(f"{root.name}-"):
             shutil.rmtree(root, ignore_errors=True)
 
 

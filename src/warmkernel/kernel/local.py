@@ -1,4 +1,4 @@
-"""Local kernel processes: started, watched for exit, interrupted, killed with their whole tree."""
+"""Local kernel processes: started, watched for exit, interrupted, killed with everything they started."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ import psutil
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
+from warmkernel.kernel.cgroup import KernelCgroup
 from warmkernel.kernel.channel import KernelChannel, ZmqTransport
 from warmkernel.kernel.environment import Environment, prepare_environment
 from warmkernel.kernel.launch import KERNEL_MARK_ENV, RuntimeRoot, prepare_launch
 from warmkernel.types import Generation
 
 _LOG_TAIL_LINES = 20
+_SCAN_TRACKING = "session scan and environment marker"
 
 
 class LocalKernel(Kernel):
@@ -35,10 +37,13 @@ class LocalKernel(Kernel):
         connection_file: Path,
         environment: Environment,
         mark: str | None = None,
+        cgroup: KernelCgroup | None = None,
     ) -> None:
         super().__init__(generation, channel)
         self.environment = environment
         self._mark = mark
+        self.cgroup = cgroup
+        """Holds every process the kernel starts, where this user may make one (`kernel.cgroup`)."""
         self._process = process
         self.pid = process.pid
         self.connection_file = connection_file
@@ -77,12 +82,14 @@ class LocalKernel(Kernel):
                 raise WarmkernelError(
                     "kernel_start_failed", f"could not run {environment.describe()}: {exc}"
                 ) from exc
+        # At once: the kernel starts no process before it answers, so all of them are born inside.
+        cgroup = KernelCgroup.create(spec.mark, process.pid)
         channel = KernelChannel(ZmqTransport(spec.connection_info))
         kernel = cls(
-            generation, process, channel, spec.log_file, spec.connection_file, environment, spec.mark
+            generation, process, channel, spec.log_file, spec.connection_file, environment, spec.mark, cgroup
         )
-        await tg.start(kernel._supervise)
         try:
+            await tg.start(kernel._supervise)
             await kernel._handshake()
         except BaseException:
             # Also when cancelled (the server shutting down mid-start): never orphan a kernel.
@@ -102,6 +109,9 @@ class LocalKernel(Kernel):
                 task_status.started()
                 self.returncode = await self._process.wait()
                 self.exited.set()
+                if not self.killed_on_purpose:
+                    # A death: what the kernel started goes with it, as with a reset.
+                    await anyio.to_thread.run_sync(self._end_cgroup)
         if not self.exited.is_set():
             # Stopped while the process still ran: reap it so it does not linger as a zombie.
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -110,7 +120,10 @@ class LocalKernel(Kernel):
 
     def place(self) -> KernelPlace:
         return KernelPlace(
-            pid=self.pid, connection_file=self.connection_file, environment=self.environment.describe()
+            pid=self.pid,
+            connection_file=self.connection_file,
+            environment=self.environment.describe(),
+            tracking=f"cgroup {self.cgroup.path}" if self.cgroup is not None else _SCAN_TRACKING,
         )
 
     def exit_reason(self) -> str:
@@ -137,10 +150,9 @@ class LocalKernel(Kernel):
             os.kill(self.pid, signal.SIGINT)
 
     def memory_bytes(self) -> int | None:
-        try:
-            root = psutil.Process(self.pid)
-            processes = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
+        """The resident memory of every process in the kernel's cgroup, else in its tree."""
+        processes = self._processes()
+        if not processes:
             return None
         total = 0
         for proc in processes:
@@ -148,15 +160,41 @@ class LocalKernel(Kernel):
                 total += proc.memory_info().rss
         return total
 
+    def _processes(self) -> list[psutil.Process]:
+        if self.cgroup is not None:
+            found: list[psutil.Process] = []
+            for pid in self.cgroup.pids():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    found.append(psutil.Process(pid))
+            return found
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
     async def kill(self) -> None:
-        """Kill the kernel and every process it started, then stop routing."""
+        """Kill the kernel and every process it started, then stop routing.
+
+        The scan comes first even with a cgroup: it also finds a process that moved itself to
+        another cgroup but kept the kernel's session or marker (`systemd-run --scope` keeps the
+        environment). The cgroup then takes what the scan cannot see: a double fork with setsid
+        and a clean environment.
+        """
         self.killed_on_purpose = True
         await anyio.to_thread.run_sync(kill_process_tree, self.pid, self._mark)
         # Reaped here, not by waiting for the supervisor: a shutdown may have cancelled it already.
         with anyio.move_on_after(5):
             self.returncode = await self._process.wait()
         self.exited.set()
+        await anyio.to_thread.run_sync(self._end_cgroup)
         self.stop()
+
+    def _end_cgroup(self) -> None:
+        """Kill what is left in the kernel's cgroup and remove it."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+            self.cgroup.remove()
 
 
 class LocalLauncher:

@@ -103,6 +103,8 @@ def status_reply(
         lines.append(f"kernel error: {kernel.error}")
     if place.connection_file:
         lines.append(f"connection file: {place.connection_file} (attach: jupyter console --existing FILE)")
+    if place.tracking:
+        lines.append(f"process tracking: {place.tracking} (what reset and stop kill)")
     if kernel.spare_kernels_ready is not None:
         lines.append(f"spare kernels: {kernel.spare_kernels_ready} of {settings.spare_kernels} ready")
     if place.cwd is not None:
@@ -134,6 +136,7 @@ def status_reply(
         "kernel_starting": kernel.starting or None,
         "kernel_pid": place.pid,
         "connection_file": str(place.connection_file) if place.connection_file else None,
+        "process_tracking": place.tracking,
         "kernel_server_url": place.server_url,
         "kernel_id": place.kernel_id,
         "kernel_cwd": place.cwd,

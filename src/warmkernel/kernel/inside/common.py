@@ -1,10 +1,12 @@
 """What the programs inside the kernel share: the one JSON answer format and the one pair of cell hooks.
 
 Owns, inside the kernel: the hooks around every execution, registered once however many programs
-ask, and what they see. Before and after each execution the user namespace is walked once (names
-not starting with `_`, by identity); after it, each name bound to a new object gets that
-execution's number in `rebound` (unbound names are dropped), and every follower (the notebook
-program) is told with the same two walks, so no program walks the namespace again. The server
+ask, and what they see. Before and after each execution the user's names (not starting with `_`)
+are walked once, by identity; after it, each name bound to a new object gets that execution's
+number in `rebound` (unbound names are dropped), and every follower (the notebook program) is
+told with the same two walks, so no program walks the namespace again. IPython adds `_iN` (and
+`_N`) to the namespace at every execution, so it grows with the session while the user's names do
+not: a walk never passes over all of it, only over what was bound since the last (`_note_added`). The server
 loads this file as text before any other program (`warmkernel.kernel.inside`), as its own module
 outside the user's namespace; it imports only the standard library and runs on Python 3.10+.
 """
@@ -24,6 +26,10 @@ CellEnded = Callable[[int | None, Ids, Ids], None]
 rebound: dict[str, int] = {}
 """User name -> the execution that last bound it to a new object."""
 _shell: Any = None
+_user_names: dict[str, None] = {}
+"""The user's names in the namespace (an ordered set), as of the last walk."""
+WALKED = "_warmkernel_walked"
+"""The key each walk moves to the end of the namespace: the keys after it were bound since."""
 _before: dict[str, int] = {}
 _followers: list[tuple[CellStarted, CellEnded]] = []
 _identity = object.__hash__
@@ -62,7 +68,34 @@ def follow(started: CellStarted, ended: CellEnded) -> None:
 
 
 def _user_ids() -> dict[str, int]:
-    return {name: _identity(value) for name, value in _shell.user_ns.items() if not name.startswith("_")}
+    namespace = _shell.user_ns
+    _note_added(namespace)
+    for name in [name for name in _user_names if name not in namespace]:
+        del _user_names[name]  # bound again later, it is a new key after the mark
+    return {name: _identity(namespace[name]) for name in _user_names}
+
+
+def _note_added(namespace: dict[Any, Any]) -> None:
+    """Add the user's names bound since the last walk to `_user_names`, and mark the namespace's
+    end for the next walk.
+
+    Keys keep their insertion order, and a name unbound and bound again is a new key at the end:
+    what follows the mark was bound since it was set. Without a mark (the first walk, or after
+    `%reset`), every key is looked at once.
+    """
+    added: list[Any] = []
+    if WALKED in namespace:
+        for key in reversed(namespace):
+            if key is WALKED:
+                break
+            added.append(key)
+        del namespace[WALKED]
+    else:
+        added = list(namespace)
+    for name in added:
+        if isinstance(name, str) and not name.startswith("_"):
+            _user_names[name] = None
+    namespace[WALKED] = None
 
 
 def _pre_run_cell(info: object = None) -> None:

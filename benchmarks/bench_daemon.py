@@ -6,9 +6,9 @@ short MCP sessions on the daemon's socket. Measured in one run, with private dae
 
 1. Round trip of a trivial cell (`run_python("pass")`) through the relay to a live daemon, from
    the MCP SDK's stdio client and from a host speaking JSON lines itself (no SDK: what the path
-   costs without the Python SDK client's own work), through `warmkernel mcp --ephemeral` (a
-   process that owns its kernel: no relay) and on a raw kernel (execute_request until reply and
-   idle), alternating the four.
+   costs without the Python SDK client's own work), and through `warmkernel mcp --ephemeral` (a
+   process that owns its kernel: no relay); each alternating with a raw kernel (execute_request
+   until reply and idle) in a phase of its own.
 2. The relay's RSS once connected and idle, beside the daemon's and an `--ephemeral` server's.
 3. Host start to first reply with a live daemon: launch `warmkernel mcp`, initialize, reply to
    `run_python("1")`.
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,86 +96,83 @@ def megabytes(value: float) -> str:
 # -- 1. round trips ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """One side's trivial cells and raw's, alternating: raw is as warm as the side it is beside."""
+
+    side: list[float]
+    raw: list[float]
+
+    def over(self, statistic: Callable[[list[float]], float]) -> float:
+        return statistic(self.side) - statistic(self.raw)
+
+
+def p10(samples: list[float]) -> float:
+    """On a shared machine the median moves with the load; the fastest tenth is what the path
+    costs when nothing else is scheduled in its way."""
+    return statistics.quantiles(samples, n=10)[0]
+
+
+async def alternate(name: str, side: Callable[[], Awaitable[float]], raw: AsyncKernelClient, n: int) -> Pairs:
+    progress(f"round trip, {name}: {WARM_UP} warm-up + {n} cells, alternating with raw")
+    pairs = Pairs([], [])
+    for index in range(WARM_UP + n):
+        side_s = await side()
+        raw_s = await timed(lambda: raw_execute(raw, "pass"))
+        if index >= WARM_UP:
+            pairs.side.append(side_s)
+            pairs.raw.append(raw_s)
+    return pairs
+
+
 async def round_trips(
     relay: Client, host: Host, ephemeral: Client, raw: AsyncKernelClient, counts: Counts
 ) -> list[Row]:
-    """Trivial cells on the four, in turn, so that drift and background load hit them alike."""
-    progress(
-        f"round trip: {WARM_UP} warm-up + {counts.round_trips} cells on each of relay (SDK client), "
-        "relay (JSON-lines host), --ephemeral, raw"
-    )
-    samples: dict[str, list[float]] = {"relay": [], "host": [], "ephemeral": [], "raw": []}
-    for index in range(WARM_UP + counts.round_trips):
-        times = {
-            "relay": await timed(lambda: run_cell(relay, "pass")),
-            "host": host.call("run_python"),  # blocking: nothing else of ours runs meanwhile
-            "ephemeral": await timed(lambda: run_cell(ephemeral, "pass")),
-            "raw": await timed(lambda: raw_execute(raw, "pass")),
-        }
-        if index >= WARM_UP:
-            for side, value in times.items():
-                samples[side].append(value)
-    median = {side: statistics.median(values) for side, values in samples.items()}
-    tail = {side: p95(values) for side, values in samples.items()}
-    # On a shared machine the median moves with the load; the fastest tenth is what the path costs
-    # when nothing else is scheduled in its way.
-    fast = {side: statistics.quantiles(values, n=10)[0] for side, values in samples.items()}
+    """Each side alternates with raw in a phase of its own, so that drift and background load hit
+    both alike and each kernel runs one cell in two (with all sides in one round, raw's kernel
+    would idle three cells long and the daemon's, serving two sides, one)."""
     n = counts.round_trips
-    over = median["relay"] - median["raw"]
-    host_over = median["host"] - median["raw"]
+
+    async def host_cell() -> float:
+        return host.call("run_python")  # blocking: nothing else of ours runs meanwhile
+
+    sdk = await alternate("relay, MCP SDK client", lambda: timed(lambda: run_cell(relay, "pass")), raw, n)
+    lines = await alternate("relay, JSON-lines host", host_cell, raw, n)
+    owned = await alternate("--ephemeral", lambda: timed(lambda: run_cell(ephemeral, "pass")), raw, n)
+    median = statistics.median
+
+    def row(case: str, pairs: Pairs, statistic: Callable[[list[float]], float], target: bool) -> Row:
+        over = pairs.over(statistic)
+        met = f"≤ raw + 1 ms: {verdict(over <= ROUND_TRIP_EXTRA_S)}" if target else "—"
+        return Row(case, ms(statistic(pairs.side)), ms(statistic(pairs.raw)), signed_ms(over), met)
+
     return [
-        Row(
+        row(
             f"trivial cell round trip through the relay (live daemon), MCP SDK client, median of {n}",
-            ms(median["relay"]),
-            ms(median["raw"]),
-            signed_ms(over),
-            f"≤ raw + 1 ms: {verdict(over <= ROUND_TRIP_EXTRA_S)}",
+            sdk,
+            median,
+            True,
         ),
+        row(f"the same from a host speaking JSON lines itself (no SDK), median of {n}", lines, median, True),
         Row(
-            f"the same, a host speaking JSON lines itself (no SDK), median of {n}",
-            ms(median["host"]),
-            ms(median["raw"]),
-            signed_ms(host_over),
-            f"≤ raw + 1 ms: {verdict(host_over <= ROUND_TRIP_EXTRA_S)}",
-        ),
-        Row(
-            "the MCP SDK client's own cost: SDK client median minus JSON-lines host median",
-            signed_ms(median["relay"] - median["host"]),
+            "the MCP SDK client's own cost: the two rows above, difference of their differences",
+            signed_ms(sdk.over(median) - lines.over(median)),
             "—",
             "—",
             "—",
         ),
-        Row(
-            f"trivial cell round trip through the relay, p95 of {n}",
-            ms(tail["relay"]),
-            ms(tail["raw"]),
-            signed_ms(tail["relay"] - tail["raw"]),
-            "—",
-        ),
-        Row(
-            f"trivial cell round trip through the relay, p10 of {n} (the least disturbed cells)",
-            ms(fast["relay"]),
-            ms(fast["raw"]),
-            signed_ms(fast["relay"] - fast["raw"]),
-            "—",
-        ),
-        Row(
+        row(f"trivial cell round trip through the relay, MCP SDK client, p95 of {n}", sdk, p95, False),
+        row(f"trivial cell round trip through the relay, MCP SDK client, p10 of {n}", sdk, p10, False),
+        row(
             f"trivial cell round trip through `mcp --ephemeral` (no relay), median of {n}",
-            ms(median["ephemeral"]),
-            ms(median["raw"]),
-            signed_ms(median["ephemeral"] - median["raw"]),
-            "—",
+            owned,
+            median,
+            False,
         ),
+        row(f"trivial cell round trip through `mcp --ephemeral`, p95 of {n}", owned, p95, False),
         Row(
-            f"trivial cell round trip through `mcp --ephemeral`, p95 of {n}",
-            ms(tail["ephemeral"]),
-            ms(tail["raw"]),
-            signed_ms(tail["ephemeral"] - tail["raw"]),
-            "—",
-        ),
-        Row(
-            "the relay's own cost: relay median minus --ephemeral median",
-            signed_ms(median["relay"] - median["ephemeral"]),
+            "the relay's own cost: relay (SDK client) over raw minus --ephemeral over raw, medians",
+            signed_ms(sdk.over(median) - owned.over(median)),
             "—",
             "—",
             "—",

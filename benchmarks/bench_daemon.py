@@ -8,7 +8,7 @@ short MCP sessions on the daemon's socket. Measured in one run, with private dae
    the MCP SDK's stdio client and from a host speaking JSON lines itself (no SDK: what the path
    costs without the Python SDK client's own work), and through `warmkernel mcp --ephemeral` (a
    process that owns its kernel: no relay); each alternating with a raw kernel (execute_request
-   until reply and idle) in a phase of its own.
+   until reply and idle), in blocks of its own taken in turn.
 2. The relay's RSS once connected and idle, beside the daemon's and an `--ephemeral` server's.
 3. Host start to first reply with a live daemon: launch `warmkernel mcp`, initialize, reply to
    `run_python("1")`.
@@ -81,7 +81,7 @@ class Counts:
     verb_runs: int
 
 
-FULL = Counts(round_trips=200, starts=5, verb_runs=20)
+FULL = Counts(round_trips=400, starts=5, verb_runs=20)
 QUICK = Counts(round_trips=50, starts=2, verb_runs=5)
 
 
@@ -113,32 +113,48 @@ def p10(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=10)[0]
 
 
-async def alternate(name: str, side: Callable[[], Awaitable[float]], raw: AsyncKernelClient, n: int) -> Pairs:
-    progress(f"round trip, {name}: {WARM_UP} warm-up + {n} cells, alternating with raw")
-    pairs = Pairs([], [])
-    for index in range(WARM_UP + n):
-        side_s = await side()
-        raw_s = await timed(lambda: raw_execute(raw, "pass"))
-        if index >= WARM_UP:
-            pairs.side.append(side_s)
-            pairs.raw.append(raw_s)
-    return pairs
+async def alternate(
+    side: Callable[[], Awaitable[float]], raw: AsyncKernelClient, n: int, pairs: Pairs
+) -> None:
+    """`n` cells on the side, each followed by one on raw, added to `pairs`."""
+    for _ in range(n):
+        pairs.side.append(await side())
+        pairs.raw.append(await timed(lambda: raw_execute(raw, "pass")))
+
+
+BLOCKS = 4
 
 
 async def round_trips(
     relay: Client, host: Host, ephemeral: Client, raw: AsyncKernelClient, counts: Counts
 ) -> list[Row]:
-    """Each side alternates with raw in a phase of its own, so that drift and background load hit
-    both alike and each kernel runs one cell in two (with all sides in one round, raw's kernel
-    would idle three cells long and the daemon's, serving two sides, one)."""
+    """Each side alternates with raw, in blocks of its own taken in turn (`BLOCKS` of each), so
+    that drift and background load hit a side and raw alike, each kernel runs one cell in two
+    (with all sides in one round, raw's kernel would idle three cells long and the daemon's,
+    serving two sides, one), and a slow stretch of the machine falls on every side."""
     n = counts.round_trips
+
+    async def sdk_cell() -> float:
+        return await timed(lambda: run_cell(relay, "pass"))
 
     async def host_cell() -> float:
         return host.call("run_python")  # blocking: nothing else of ours runs meanwhile
 
-    sdk = await alternate("relay, MCP SDK client", lambda: timed(lambda: run_cell(relay, "pass")), raw, n)
-    lines = await alternate("relay, JSON-lines host", host_cell, raw, n)
-    owned = await alternate("--ephemeral", lambda: timed(lambda: run_cell(ephemeral, "pass")), raw, n)
+    async def owned_cell() -> float:
+        return await timed(lambda: run_cell(ephemeral, "pass"))
+
+    sides = {
+        "relay, MCP SDK client": sdk_cell,
+        "relay, JSON-lines host": host_cell,
+        "--ephemeral": owned_cell,
+    }
+    progress(f"round trip: {WARM_UP} warm-up + {n} cells on each of {', '.join(sides)}, each beside raw")
+    for cell in sides.values():
+        await alternate(cell, raw, WARM_UP, Pairs([], []))
+    sdk, lines, owned = (Pairs([], []) for _ in sides)
+    for _ in range(BLOCKS):
+        for cell, pairs in zip(sides.values(), (sdk, lines, owned), strict=True):
+            await alternate(cell, raw, n // BLOCKS, pairs)
     median = statistics.median
 
     def row(case: str, pairs: Pairs, statistic: Callable[[list[float]], float], target: bool) -> Row:

@@ -13,6 +13,21 @@ from warmkernel.errors import WarmkernelError
 ResultMode = Literal["content", "structured"]
 
 
+REPLY_SETTINGS = frozenset(
+    {
+        "result_mode",
+        "default_wait_s",
+        "inline_max_lines",
+        "inline_max_chars",
+        "max_images_per_reply",
+        "max_image_bytes",
+        "notebook",
+    }
+)
+"""The settings each client chooses for its own replies (its hello carries them); every other
+setting is the daemon's, for its kernels."""
+
+
 @dataclass(frozen=True)
 class Settings:
     python: str = "auto"

@@ -36,6 +36,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.message import SessionMessage
 
 from warmkernel import __version__
+from warmkernel.config import REPLY_SETTINGS
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
 from warmkernel.named_kernels import Kernels
@@ -44,19 +45,6 @@ HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
 """The longest MCP message a line may carry (a cell's source, a reply with images)."""
 PIPE_CHUNK = 65_536
-
-REPLY_OPTIONS = frozenset(
-    {
-        "result_mode",
-        "default_wait_s",
-        "inline_max_lines",
-        "inline_max_chars",
-        "max_images_per_reply",
-        "max_image_bytes",
-        "notebook",
-    }
-)
-"""The settings a client may choose for its own replies; every other setting is the daemon's."""
 
 
 @dataclass(frozen=True)
@@ -81,12 +69,12 @@ class Hello:
         if not isinstance(data, dict) or not isinstance(data.get("client"), str):
             raise WarmkernelError("invalid_arguments", 'the hello is a JSON object with a "client" name')
         options = data.get("options") or {}
-        unknown = sorted(set(options) - REPLY_OPTIONS)
+        unknown = sorted(set(options) - REPLY_SETTINGS)
         if unknown:
             raise WarmkernelError(
                 "invalid_arguments",
                 f"{', '.join(unknown)} are not reply options; a client may choose "
-                + ", ".join(sorted(REPLY_OPTIONS)),
+                + ", ".join(sorted(REPLY_SETTINGS)),
             )
         return cls(
             data["client"],

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.cli.configured import workspace_of
-from warmkernel.config import Settings, load_add_ipykernel, load_lifetime, load_summarizers
+from warmkernel.config import REPLY_SETTINGS, Settings, load_add_ipykernel, load_lifetime, load_summarizers
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.sizes import parse_size
@@ -27,13 +27,17 @@ class _Option:
 
     flag: str
     field: str
-    scope: Literal["kernel", "reply"]
     help: str
     metavar: str | None = None
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
     repeat: bool = False
     """Given once per value (`--kernel-env A=1 --kernel-env B=2`); the field holds them all."""
+
+    @property
+    def scope(self) -> Literal["kernel", "reply"]:
+        """A reply option is the client's own (`config.REPLY_SETTINGS`); any other is the daemon's."""
+        return "reply" if self.field in REPLY_SETTINGS else "kernel"
 
 
 def _count(text: str) -> int:
@@ -94,7 +98,6 @@ _OPTIONS = (
     _Option(
         "--python",
         "python",
-        "kernel",
         "interpreter that runs the kernel (it needs ipykernel); auto: the project's environment "
         "($VIRTUAL_ENV, .venv or venv up to the repository root, a uv project, $CONDA_PREFIX, Poetry, "
         "Pixi), else warmkernel's own",
@@ -103,14 +106,12 @@ _OPTIONS = (
     _Option(
         "--result-mode",
         "result_mode",
-        "reply",
         "structured adds structuredContent and output schemas; the text is the same",
         choices=("content", "structured"),
     ),
     _Option(
         "--wait",
         "default_wait_s",
-        "reply",
         "how long run_python waits for a cell before replying that it still runs",
         "SECONDS",
         float,
@@ -118,7 +119,6 @@ _OPTIONS = (
     _Option(
         "--inline-lines",
         "inline_max_lines",
-        "reply",
         "lines of a finished cell shown inline before head and tail",
         "N",
         int,
@@ -126,7 +126,6 @@ _OPTIONS = (
     _Option(
         "--inline-chars",
         "inline_max_chars",
-        "reply",
         "characters of a finished cell shown inline before head and tail",
         "N",
         int,
@@ -134,7 +133,6 @@ _OPTIONS = (
     _Option(
         "--max-output-bytes",
         "max_output_bytes",
-        "kernel",
         "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
         "BYTES",
         int,
@@ -142,7 +140,6 @@ _OPTIONS = (
     _Option(
         "--max-cell-output-bytes",
         "max_cell_output_bytes",
-        "kernel",
         "output one cell may produce; past it the cell's further output is dropped with one marker "
         "line, and counted, while the cell runs on",
         "SIZE",
@@ -151,7 +148,6 @@ _OPTIONS = (
     _Option(
         "--max-kernel-memory",
         "max_kernel_memory_bytes",
-        "kernel",
         "memory ceiling of a local kernel and the processes it started (e.g. 8G): past it the running "
         "cell is interrupted, and if memory stays above it for 5 s the kernel is killed (default: none)",
         "SIZE",
@@ -160,7 +156,6 @@ _OPTIONS = (
     _Option(
         "--spill-threshold-bytes",
         "spill_threshold_bytes",
-        "kernel",
         "an execution's output moves from memory to private files past this size",
         "BYTES",
         int,
@@ -168,7 +163,6 @@ _OPTIONS = (
     _Option(
         "--spare-kernels",
         "spare_kernels",
-        "kernel",
         "fresh kernels kept started in the background (locally, or on --jupyter-url), so that a reset "
         "swaps one in at once (a local spare started before a package was installed is replaced)",
         "N",
@@ -177,7 +171,6 @@ _OPTIONS = (
     _Option(
         "--max-kernels",
         "max_kernels",
-        "kernel",
         "the most kernels (main and named ones) that run at once; a stopped kernel does not count",
         "N",
         _count,
@@ -185,7 +178,6 @@ _OPTIONS = (
     _Option(
         "--kernel-idle-stop",
         "kernel_idle_stop_s",
-        "kernel",
         "stop a kernel other than main after this long without a call or a running cell; 0: never",
         "SECONDS",
         float,
@@ -193,15 +185,13 @@ _OPTIONS = (
     _Option(
         "--jupyter-url",
         "jupyter_url",
-        "kernel",
         "create the kernel on this Jupyter Server, Kernel Gateway or Enterprise Gateway instead of locally",
         "URL",
     ),
-    _Option("--kernel-name", "kernel_name", "kernel", "kernelspec the Jupyter server starts", "NAME"),
+    _Option("--kernel-name", "kernel_name", "kernelspec the Jupyter server starts", "NAME"),
     _Option(
         "--kernel-username",
         "kernel_username",
-        "kernel",
         "KERNEL_USERNAME sent when creating a kernel on --jupyter-url; Enterprise Gateway authorizes "
         "(and may impersonate) by it (default: $KERNEL_USERNAME, else your user name)",
         "NAME",
@@ -209,14 +199,12 @@ _OPTIONS = (
     _Option(
         "--kernel-working-dir",
         "kernel_working_dir",
-        "kernel",
         "KERNEL_WORKING_DIR sent when creating a kernel: its working directory, a path on the server's side",
         "PATH",
     ),
     _Option(
         "--kernel-env",
         "kernel_env",
-        "kernel",
         "a variable of the kernel's environment sent when creating it, e.g. KERNEL_IMAGE=repo/image:tag "
         "or KERNEL_NAMESPACE=ml (repeatable; every KERNEL_* variable of this environment goes too)",
         "NAME=VALUE",
@@ -226,7 +214,6 @@ _OPTIONS = (
     _Option(
         "--kernel-launch-timeout",
         "kernel_launch_timeout_s",
-        "kernel",
         "how long creating a kernel on --jupyter-url and its first reply may take (a gateway may pull an "
         "image first); run_python meanwhile replies that the kernel is still starting",
         "SECONDS",
@@ -235,7 +222,6 @@ _OPTIONS = (
     _Option(
         "--jupyter-header",
         "jupyter_headers",
-        "kernel",
         "a header sent with every request and websocket to --jupyter-url, e.g. for a proxy in front of it "
         "(repeatable; shown in the process list: keep secrets in the token)",
         "NAME=VALUE",
@@ -245,7 +231,6 @@ _OPTIONS = (
     _Option(
         "--jupyter-ca-bundle",
         "jupyter_ca_bundle",
-        "kernel",
         "PEM file of the certificate authorities an https --jupyter-url is checked against (REST and "
         "websocket alike)",
         "PATH",
@@ -254,7 +239,6 @@ _OPTIONS = (
     _Option(
         "--jupyter-client-cert",
         "jupyter_client_cert",
-        "kernel",
         "PEM client certificate (with its key, or see --jupyter-client-key) for a server that asks for one",
         "PATH",
         _path,
@@ -262,7 +246,6 @@ _OPTIONS = (
     _Option(
         "--jupyter-client-key",
         "jupyter_client_key",
-        "kernel",
         "PEM private key of --jupyter-client-cert, when it is in a file of its own",
         "PATH",
         _path,
@@ -270,7 +253,6 @@ _OPTIONS = (
     _Option(
         "--jupyter-token-file",
         "jupyter_token_file",
-        "kernel",
         "file holding the token of --jupyter-url, read again whenever the server answers 401, so a "
         "rotated token is picked up",
         "PATH",
@@ -279,7 +261,6 @@ _OPTIONS = (
     _Option(
         "--inspect-timeout",
         "inspect_timeout_s",
-        "kernel",
         "time budget of one variable summary or listing; past it a degraded summary comes back",
         "SECONDS",
         float,
@@ -287,7 +268,6 @@ _OPTIONS = (
     _Option(
         "--inspect-sample-rows",
         "inspect_sample_rows",
-        "kernel",
         "rows of a DataFrame a variable summary shows as its sample",
         "N",
         _count,
@@ -295,16 +275,11 @@ _OPTIONS = (
     _Option(
         "--notebook",
         "notebook",
-        "reply",
         "the notebook the nb verbs and the notebook tools use when a call gives no path",
         "NB",
     ),
-    _Option(
-        "--max-images", "max_images_per_reply", "reply", "images one reply shows; the rest named", "N", int
-    ),
-    _Option(
-        "--max-image-bytes", "max_image_bytes", "reply", "larger images are named, not shown", "BYTES", int
-    ),
+    _Option("--max-images", "max_images_per_reply", "images one reply shows; the rest named", "N", int),
+    _Option("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", int),
 )
 
 

@@ -17,9 +17,9 @@ from warmkernel.notebook.document import (
     CellOutputs,
     NotebookCell,
     WriteBack,
-    _replace,
     derived_id,
     read_notebook,
+    rewrite_if_unchanged,
     write_outputs,
 )
 
@@ -337,14 +337,14 @@ def test_write_through_a_symlink_updates_its_target(tmp_path: Path) -> None:
 def test_file_changed_between_read_and_replace_is_left_to_the_editor(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = path.read_bytes()
-    assert _replace(path, expected="what warmkernel read earlier", new_text="{}") is False
+    assert rewrite_if_unchanged(path, expected="what warmkernel read earlier", new_text="{}") is False
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
 
 
 def test_replace_of_an_unchanged_file_swaps_in_the_new_text(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
-    assert _replace(path, expected=path.read_text(encoding="utf-8"), new_text="{}\n") is True
+    assert rewrite_if_unchanged(path, expected=path.read_text(encoding="utf-8"), new_text="{}\n") is True
     assert path.read_text(encoding="utf-8") == "{}\n"
 
 

@@ -99,7 +99,7 @@ def derived_id(source: str, repeats_above: int) -> str:
     return f"wk-{digest[:12]}-{repeats_above}"
 
 
-def _get_version(raw: Mapping[str, Any]) -> tuple[int, int]:
+def nbformat_version(raw: Mapping[str, Any]) -> tuple[int, int]:
     # nbformat is imported on first use: it imports jsonschema, whose format checkers can take
     # seconds to import (rfc3987-syntax builds a grammar), and most sessions never read a notebook.
     from nbformat.reader import get_version
@@ -109,11 +109,11 @@ def _get_version(raw: Mapping[str, Any]) -> tuple[int, int]:
 
 def read_notebook(path: Path) -> Notebook:
     """The notebook's code cells; a file that is not an nbformat 4 notebook is `invalid_arguments`."""
-    raw, _ = _load(path)
-    _, minor = _get_version(raw)
+    raw, _ = load_file(path)
+    _, minor = nbformat_version(raw)
     cells = tuple(
         NotebookCell(index=index, id=cell_id, source=source, id_derived=derived, tags=_tags(cell))
-        for index, (cell_id, source, derived, cell) in enumerate(_code_cells(raw))
+        for index, (cell_id, source, derived, cell) in enumerate(code_cells(raw))
     )
     return Notebook(path=path, nbformat_minor=minor, cells=cells)
 
@@ -121,8 +121,8 @@ def read_notebook(path: Path) -> Notebook:
 def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
     """Write outputs of cells by id, all or nothing; see the module docstring."""
     target = Path(os.path.realpath(path))  # replace the file a symlink points to, not the link
-    raw, text = _load(target)
-    on_disk = {cell_id: (source, cell) for cell_id, source, _, cell in _code_cells(raw)}
+    raw, text = load_file(target)
+    on_disk = {cell_id: (source, cell) for cell_id, source, _, cell in code_cells(raw)}
     blocked = tuple(
         BlockedCell(cell_id, "cell_missing" if cell_id not in on_disk else "source_changed")
         for cell_id, ran in outputs.items()
@@ -130,7 +130,7 @@ def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
     )
     if blocked or not outputs:
         return WriteBack(written=not blocked, blocked=blocked)
-    sort_keys = _keys_sorted(raw)
+    sort_keys = keys_sorted(raw)
     for cell_id, ran in outputs.items():
         cell = on_disk[cell_id][1]
         cell["outputs"] = _file_outputs(ran.outputs, sort_keys=sort_keys)
@@ -138,7 +138,7 @@ def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
     new_text = _dumps_like(raw, text)
     if new_text == text:
         return WriteBack(written=True, blocked=())  # leave the mtime alone: editors reload on it
-    if not _replace(target, text, new_text):
+    if not rewrite_if_unchanged(target, text, new_text):
         return WriteBack(
             written=False,
             blocked=tuple(BlockedCell(cell_id, "file_changed_during_write") for cell_id in outputs),
@@ -146,7 +146,7 @@ def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
     return WriteBack(written=True, blocked=())
 
 
-def _load(path: Path) -> tuple[dict[str, Any], str]:
+def load_file(path: Path) -> tuple[dict[str, Any], str]:
     """The file's JSON and text, or `invalid_arguments` saying why it is not a v4 notebook."""
     try:
         text = path.read_bytes().decode("utf-8")  # not read_text: it would turn \r\n into \n
@@ -160,7 +160,7 @@ def _load(path: Path) -> tuple[dict[str, Any], str]:
         raise WarmkernelError("invalid_arguments", f"notebook {path} is not JSON: {exc}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("cells", []), list):
         raise WarmkernelError("invalid_arguments", f"notebook {path} is not a Jupyter notebook")
-    major, minor = _get_version(raw)
+    major, minor = nbformat_version(raw)
     if major != 4:
         raise WarmkernelError(
             "invalid_arguments",
@@ -170,7 +170,7 @@ def _load(path: Path) -> tuple[dict[str, Any], str]:
     return raw, text
 
 
-def _code_cells(raw: Mapping[str, Any]) -> list[tuple[str, str, bool, dict[str, Any]]]:
+def code_cells(raw: Mapping[str, Any]) -> list[tuple[str, str, bool, dict[str, Any]]]:
     """(id, source, whether the id is derived, the cell's own dict) of each code cell, in order."""
     ids_above: set[str] = set()
     same_source_above: Counter[str] = Counter()
@@ -198,7 +198,7 @@ def _tags(cell: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(tag for tag in tags if isinstance(tag, str)) if isinstance(tags, list) else ()
 
 
-def _keys_sorted(raw: Mapping[str, Any]) -> bool:
+def keys_sorted(raw: Mapping[str, Any]) -> bool:
     """Whether the file sorts its keys, as Jupyter and VS Code do."""
     dicts = [raw, *(cell for cell in raw.get("cells", []) if isinstance(cell, dict))]
     return all(list(each) == sorted(each) for each in dicts)
@@ -206,25 +206,44 @@ def _keys_sorted(raw: Mapping[str, Any]) -> bool:
 
 def _file_outputs(outputs: Sequence[Mapping[str, Any]], *, sort_keys: bool) -> list[Any]:
     """Outputs as the file stores them: multi-line text split into lists of lines."""
-    import nbformat  # on first use, as in `_get_version`
+    import nbformat  # on first use, as in `nbformat_version`
     from nbformat.v4.rwbase import split_lines
 
     holder = nbformat.from_dict({"cells": [{"cell_type": "code", "outputs": list(outputs)}]})  # copies
     return json.loads(json.dumps(split_lines(holder).cells[0].outputs, sort_keys=sort_keys))
 
 
+@dataclass(frozen=True)
+class FileStyle:
+    """How a notebook file is written (tools differ), so that a rewrite changes only what it means to."""
+
+    indent: str | None
+    """One level of indentation; None: the file is one line."""
+    ascii_escaped: bool
+    """Non-ASCII characters are written as \\uXXXX."""
+    newline: str
+    final_newline: bool
+
+    @classmethod
+    def of(cls, text: str) -> FileStyle:
+        return cls(
+            indent=match.group(1) if (match := _INDENT.match(text)) else None,
+            ascii_escaped=text.isascii() and _NON_ASCII_ESCAPE.search(text) is not None,
+            newline="\r\n" if "\r\n" in text else "\n",
+            final_newline=text.endswith("\n"),
+        )
+
+
 def _dumps_like(raw: Mapping[str, Any], original: str) -> str:
     """Serialise `raw` in the original file's style, so only changed values differ."""
-    indent = match.group(1) if (match := _INDENT.match(original)) else None
-    escaped = original.isascii() and _NON_ASCII_ESCAPE.search(original) is not None
-    text = json.dumps(raw, indent=indent, ensure_ascii=escaped)
-    newline = "\r\n" if "\r\n" in original else "\n"
-    if newline != "\n":
-        text = text.replace("\n", newline)
-    return text + newline if original.endswith("\n") else text
+    style = FileStyle.of(original)
+    text = json.dumps(raw, indent=style.indent, ensure_ascii=style.ascii_escaped)
+    if style.newline != "\n":
+        text = text.replace("\n", style.newline)
+    return text + style.newline if style.final_newline else text
 
 
-def _replace(target: Path, expected: str, new_text: str) -> bool:
+def rewrite_if_unchanged(target: Path, expected: str, new_text: str) -> bool:
     """Rewrite `target` in place if it still reads `expected`; False (nothing written) otherwise.
 
     In place, so the file keeps its inode, owner, group, mode and hard links (a replacement

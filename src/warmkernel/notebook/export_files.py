@@ -25,13 +25,12 @@ from warmkernel.errors import WarmkernelError
 
 # The document's own reading and style rules, so that added cells look like the cells around them.
 from warmkernel.notebook.document import (
-    _INDENT,
-    _NON_ASCII_ESCAPE,
-    _code_cells,
-    _get_version,
-    _keys_sorted,
-    _load,
-    _replace,
+    FileStyle,
+    code_cells,
+    keys_sorted,
+    load_file,
+    nbformat_version,
+    rewrite_if_unchanged,
 )
 from warmkernel.types import EXPORT_FORMATS, ExportFormat
 
@@ -133,26 +132,26 @@ def insert_cells(path: Path, build: CellBuilder, after: str | int | None) -> Ins
     cell) or `write_failed` when nothing was written."""
     target = Path(os.path.realpath(path))
     try:
-        raw, text = _load(target)
+        raw, text = load_file(target)
         opening, closing, spans = _cells_spans(text)
     except WarmkernelError as exc:
         raise WarmkernelError("invalid_notebook", exc.message) from exc
     cells = raw.get("cells", [])
-    code = [cell_id for cell_id, *_ in _code_cells(raw)]
+    code = [cell_id for cell_id, *_ in code_cells(raw)]
     code_positions = [
         index
         for index, cell in enumerate(cells)
         if isinstance(cell, dict) and cell.get("cell_type") == "code"
     ]
     position = _position(cells, code, code_positions, after, path.name)
-    minor = _get_version(raw)[1]
+    minor = nbformat_version(raw)[1]
     taken = frozenset(
         cell["id"] for cell in cells if isinstance(cell, dict) and isinstance(cell.get("id"), str)
     )
     new_cells = build(minor, taken)
     new_text = _spliced(text, raw, opening, closing, spans, position, new_cells)
     try:
-        replaced = _replace(target, text, new_text)
+        replaced = rewrite_if_unchanged(target, text, new_text)
     except OSError as exc:
         raise _write_failed(path, exc) from exc
     if not replaced:
@@ -166,7 +165,7 @@ def insert_cells(path: Path, build: CellBuilder, after: str | int | None) -> Ins
     elif position >= 0 and isinstance(cells[position], dict):
         given = cells[position].get("id")
         after_id = given if isinstance(given, str) else None
-    now = [cell_id for cell_id, *_ in _code_cells(json.loads(new_text))]
+    now = [cell_id for cell_id, *_ in code_cells(json.loads(new_text))]
     new_ids = tuple(now[first : first + len(new_cells)])
     return InsertedCells(new_ids, position + 1, after_id, _renamed(code, now, first, len(new_cells)))
 
@@ -253,10 +252,9 @@ def _spliced(
     new_cells: Sequence[dict[str, Any]],
 ) -> str:
     """`text` with `new_cells` after element `position` of the cells array (-1: into an empty one)."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    unit = match.group(1) if (match := _INDENT.match(text)) else None
-    escaped = text.isascii() and _NON_ASCII_ESCAPE.search(text) is not None
-    sort_keys = _keys_sorted(raw)
+    style = FileStyle.of(text)
+    newline, unit, escaped = style.newline, style.indent, style.ascii_escaped
+    sort_keys = keys_sorted(raw)
     if unit is None:
         indent, separator = "", ", "
     elif spans:

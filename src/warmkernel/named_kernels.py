@@ -23,6 +23,7 @@ import psutil
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution.charts import Charts
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.journal import Journal
 from warmkernel.kernel.base import KernelLauncher
@@ -69,6 +70,7 @@ class Kernels:
         journal: Journal | None,
         root: RuntimeRoot,
         launcher: KernelLauncher,
+        charts: Charts,
         tg: anyio.abc.TaskGroup,
     ) -> None:
         self.settings = settings
@@ -76,6 +78,7 @@ class Kernels:
         self._journal = journal
         self._root = root
         self._launcher = launcher
+        self._charts = charts
         self._tg = tg
         self._sessions: dict[str, Session] = {}
         self._opening = anyio.Lock()
@@ -96,8 +99,11 @@ class Kernels:
             async with anyio.create_task_group() as tg:
                 launcher = _launcher(settings, workspace, root, tg)
                 try:
-                    async with anyio.create_task_group() as sessions:
-                        kernels = cls(settings, workspace, journal, root, launcher, sessions)
+                    async with (
+                        Charts.open(settings.chart_timeout_s) as charts,
+                        anyio.create_task_group() as sessions,
+                    ):
+                        kernels = cls(settings, workspace, journal, root, launcher, charts, sessions)
                         await kernels._open(MAIN_KERNEL, start=True)
                         for name in journal.kernel_names() if journal is not None else ():
                             await kernels._open(name, start=False)
@@ -191,7 +197,7 @@ class Kernels:
         with contextlib.ExitStack() as stack:
             journal = stack.enter_context(self._journal.kernel(name)) if self._journal is not None else None
             async with Session.open(
-                name, settings, self.workspace, self._root, self._launcher, journal, start=start
+                name, settings, self.workspace, self._root, self._launcher, self._charts, journal, start=start
             ) as session:
                 session.on_notebook_change = self._notebook_bound
                 task_status.started(session)

@@ -27,6 +27,7 @@ import anyio.abc
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.execution.charts import Charts
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.line_range import parse_line_range
@@ -124,6 +125,7 @@ class Session:
         root: RuntimeRoot,
         tg: anyio.abc.TaskGroup,
         launcher: KernelLauncher,
+        charts: Charts,
         journal: Journal | None = None,
     ):
         self.name = name
@@ -131,6 +133,7 @@ class Session:
         self.workspace = workspace
         self._tg = tg
         self._launcher = launcher
+        self._charts = charts
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
         self._running: ExecutionTracker | None = None
         self._generation = Generation(0)
@@ -180,18 +183,19 @@ class Session:
         workspace: Workspace,
         root: RuntimeRoot,
         launcher: KernelLauncher,
+        charts: Charts,
         journal: Journal | None = None,
         *,
         start: bool = True,
     ) -> AsyncIterator[Session]:
         """A session (its kernel starting at once, in the background, if `start`); torn down on exit.
 
-        `root` and `launcher` are the daemon's, shared by its named kernels (`Kernels`). With
+        `root`, `launcher` and `charts` are the daemon's, shared by its named kernels (`Kernels`). With
         `journal` (opened and closed by the caller), the session continues the journaled records
         and journals its own.
         """
         async with anyio.create_task_group() as tg:
-            session = cls(name, settings, workspace, root, tg, launcher, journal)
+            session = cls(name, settings, workspace, root, tg, launcher, charts, journal)
             if start:
                 session.start()
             try:
@@ -492,7 +496,7 @@ class Session:
                 spawn=self._tg.start_soon,
                 on_finish=self._finished,
                 max_output_bytes=self.settings.max_cell_output_bytes,
-                chart_timeout_s=self.settings.chart_timeout_s,
+                charts=self._charts,
             )
             self._records[number] = record
             self._running = tracker
@@ -524,7 +528,12 @@ class Session:
             client=who,
         )
         tracker = ExecutionTracker(
-            record, kernel, spawn=self._tg.start_soon, on_finish=self._finished, foreign=True
+            record,
+            kernel,
+            spawn=self._tg.start_soon,
+            on_finish=self._finished,
+            foreign=True,
+            charts=self._charts,
         )
         self._records[number] = record
         if self._running is None:

@@ -17,14 +17,7 @@ from typing import Any
 import anyio
 
 from warmkernel.config import Settings
-from warmkernel.execution.charts import (
-    RENDER_TIMEOUT_S,
-    Found,
-    find_chart,
-    render_chart,
-    timed_out,
-    unavailable,
-)
+from warmkernel.execution.charts import Charts, Found, find_chart, unavailable
 from warmkernel.execution.mime import Chart
 from warmkernel.execution.progress import line_progress, widget_progress
 from warmkernel.execution.record import ExecutionRecord, InputPrompt
@@ -71,7 +64,7 @@ class ExecutionTracker:
         input_settle_s: float = INPUT_SETTLE_S,
         foreign: bool = False,
         max_output_bytes: int = Settings.max_cell_output_bytes,
-        chart_timeout_s: float = RENDER_TIMEOUT_S,
+        charts: Charts,
     ) -> None:
         self.record = record
         self.kernel = kernel
@@ -89,7 +82,7 @@ class ExecutionTracker:
         self._foreign = foreign
         self._max_output_bytes = max_output_bytes
         self._output_bytes = 0
-        self._chart_timeout_s = chart_timeout_s
+        self._charts = charts
         self._too_slow = ""
         """Set once a chart of this execution was not drawn in time: the later ones are not tried."""
         self._queued: list[Event] | None = None
@@ -218,8 +211,8 @@ class ExecutionTracker:
         self, data: Mapping[str, Any], found: Found, label: str, display_id: str | None, update: bool
     ) -> None:
         """Draw the chart, write its display, then handle what arrived meanwhile, in order."""
-        picture = await render_chart(found.mime, found.value, self._chart_timeout_s)
-        if isinstance(picture, str) and picture == timed_out(self._chart_timeout_s):
+        picture = await self._charts.render(found.mime, found.value)
+        if isinstance(picture, str) and picture == self._charts.timed_out():
             self._too_slow = f"not drawn: an earlier chart of this cell {picture.removeprefix('rendering ')}"
         record = self.record
         if record.state.finished:  # the kernel died or was killed meanwhile

@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from warmkernel.execution.charts import Charts
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import (
@@ -130,7 +131,12 @@ async def cell() -> AsyncIterator[Cell]:
     async with anyio.create_task_group() as tg:
         finished: list[ExecutionTracker] = []
         tracker = ExecutionTracker(
-            record, kernel, spawn=tg.start_soon, on_finish=finished.append, reply_after_idle_s=GRACE_S
+            record,
+            kernel,
+            spawn=tg.start_soon,
+            on_finish=finished.append,
+            reply_after_idle_s=GRACE_S,
+            charts=Charts(),  # no chart here: no browser is opened
         )
         tracker.msg_id = kernel.channel.execute("cell", tracker, allow_stdin=True)
         yield Cell(tracker, kernel, finished)

@@ -6,15 +6,21 @@ The renderers come with the optional extra `warmkernel[plots]`, installed beside
 machine. A chart comes out about `READABLE_WIDTH_PX` wide. What cannot be rendered gets the
 reason instead, for the note that stands in for the chart: the extra to install, the missing
 browser, the renderer's error, or the time limit.
+
+The Chromium that draws Plotly figures stays open between them (`Charts`): opening one takes
+1.5 to 7 s, a figure in an open one about 0.15 s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -27,6 +33,8 @@ from warmkernel.execution.images import IMAGE_TYPES, Image, decode_png
 PLOTS_EXTRA = "warmkernel[plots]"
 RENDER_TIMEOUT_S = 10.0
 """A render that takes longer is abandoned: the note stands in for the chart."""
+BROWSER_IDLE_S = 120.0
+"""The Chromium of Plotly figures is closed after this long without one (it holds 100 MB or more)."""
 READABLE_WIDTH_PX = 800
 """A chart whose width and height are both under `_SMALL_PX` is drawn again this wide (or high)."""
 _SMALL_PX = 600
@@ -130,24 +138,88 @@ def chromium() -> str | None:
     return found if found is not None and os.access(found, os.X_OK) else None
 
 
-async def render_chart(mime: str, value: Any, timeout_s: float = RENDER_TIMEOUT_S) -> Image | str:
-    """The chart as a PNG, or why not (within `timeout_s`; a slower render is abandoned)."""
-    reason = unavailable(mime)
-    if reason is not None:
-        return reason
-    try:
-        with anyio.fail_after(timeout_s):
-            if mime == PLOTLY:
-                png = await _plotly(value)
-            else:
-                draw = _vega(mime) if mime != SVG else _svg
-                png = await anyio.to_thread.run_sync(_readable, draw, value, abandon_on_cancel=True)
-    except TimeoutError:
-        return timed_out(timeout_s)
-    except Exception as exc:
-        return f"rendering failed: {_first_line(exc)}"
-    image = decode_png(png)
-    return image if image is not None else "the renderer returned no PNG"
+class Charts:
+    """Draws charts as PNGs, each within `timeout_s`, for every kernel of a server.
+
+    The Chromium that draws Plotly figures is opened at the first one and kept for the next; it
+    is closed after `idle_s` without a figure, when a figure is cut short (kaleido would keep its
+    tab taken), and when the server ends (`Charts.open`).
+    """
+
+    def __init__(self, timeout_s: float = RENDER_TIMEOUT_S, idle_s: float = BROWSER_IDLE_S) -> None:
+        self.timeout_s = timeout_s
+        self._idle_s = idle_s
+        self._browser: Any = None
+        """kaleido's `Kaleido`, while open."""
+        self._drawing = anyio.Lock()  # one tab: one figure at a time
+        self._last_drawn = 0.0
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, timeout_s: float = RENDER_TIMEOUT_S, idle_s: float = BROWSER_IDLE_S
+    ) -> AsyncIterator[Charts]:
+        """Charts whose browser is closed when idle and, at the latest, on exit."""
+        charts = cls(timeout_s, idle_s)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(charts._close_when_idle)
+                yield charts
+                tg.cancel_scope.cancel()
+        finally:
+            await charts._close()
+
+    def timed_out(self) -> str:
+        return timed_out(self.timeout_s)
+
+    async def render(self, mime: str, value: Any) -> Image | str:
+        """The chart as a PNG, or why not (a render slower than `timeout_s` is abandoned)."""
+        reason = unavailable(mime)
+        if reason is not None:
+            return reason
+        try:
+            with anyio.fail_after(self.timeout_s):
+                if mime == PLOTLY:
+                    png = await self._plotly(value)
+                else:
+                    draw = _vega(mime) if mime != SVG else _svg
+                    png = await anyio.to_thread.run_sync(_readable, draw, value, abandon_on_cancel=True)
+        except TimeoutError:
+            return self.timed_out()
+        except Exception as exc:
+            return f"rendering failed: {_first_line(exc)}"
+        image = decode_png(png)
+        return image if image is not None else "the renderer returned no PNG"
+
+    async def _plotly(self, value: Any) -> bytes:
+        figure, opts = _plotly_figure(value)
+        async with self._drawing:
+            try:
+                if self._browser is None:
+                    import kaleido
+
+                    self._browser = kaleido.Kaleido(n=1)  # held before it opens: closed if that fails
+                    await self._browser.open()
+                return await self._browser.calc_fig(figure, opts=opts)
+            except BaseException:
+                await self._close()
+                raise
+            finally:
+                self._last_drawn = time.monotonic()
+
+    async def _close_when_idle(self) -> None:
+        while True:
+            await anyio.sleep(self._idle_s / 4)
+            if self._browser is not None and time.monotonic() - self._last_drawn >= self._idle_s:
+                async with self._drawing:
+                    if time.monotonic() - self._last_drawn >= self._idle_s:
+                        await self._close()
+
+    async def _close(self) -> None:
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10), contextlib.suppress(Exception):
+                await browser.close()
 
 
 def timed_out(timeout_s: float) -> str:
@@ -190,14 +262,13 @@ def _svg(value: Any, zoom: float) -> bytes:
     return bytes(resvg_py.svg_to_bytes(svg_string=text, zoom=zoom, background="white"))
 
 
-async def _plotly(value: Any) -> bytes:
-    import kaleido
-
+def _plotly_figure(value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The figure of a Plotly bundle, and kaleido's options for it: its own size, else readable."""
     figure = json.loads(value) if isinstance(value, str) else dict(value)
     figure.pop("config", None)
     width = (figure.get("layout") or {}).get("width") or READABLE_WIDTH_PX
     height = (figure.get("layout") or {}).get("height") or READABLE_WIDTH_PX * 5 // 8
-    return await kaleido.calc_fig(figure, opts={"format": "png", "width": width, "height": height})
+    return figure, {"format": "png", "width": width, "height": height}
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,10 +16,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import settings
 
 from warmkernel.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
 from warmkernel.journal import STATE_DIR_ENV
 from warmkernel.kernel.cgroup import own_directory
+
+# Tests never assert wall-clock times (the machines are shared): no Hypothesis deadline either.
+settings.register_profile("warmkernel", deadline=None)
+settings.load_profile("warmkernel")
 
 
 @pytest.fixture(scope="session")

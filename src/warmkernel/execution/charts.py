@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from warmkernel.execution.images import IMAGE_TYPES, Image, decode_png
@@ -141,17 +142,22 @@ def chromium() -> str | None:
 class Charts:
     """Draws charts as PNGs, each within `timeout_s`, for every kernel of a server.
 
-    The Chromium that draws Plotly figures is opened at the first one and kept for the next; it
-    is closed after `idle_s` without a figure, when a figure is cut short (kaleido would keep its
-    tab taken), and when the server ends (`Charts.open`).
+    The Chromium that draws Plotly figures is opened at the first one and kept for the next.
+    Each figure is drawn in a task of its own (`Charts.open`'s), finished even when its caller
+    stops waiting: kaleido cut off mid-figure leaves its browser unusable (kaleido itself gives up
+    on a figure after 90 s, so none holds the later ones longer). The browser is closed after
+    `idle_s` without a figure, and when the server ends.
     """
 
     def __init__(self, timeout_s: float = RENDER_TIMEOUT_S, idle_s: float = BROWSER_IDLE_S) -> None:
         self.timeout_s = timeout_s
         self._idle_s = idle_s
+        self._tg: anyio.abc.TaskGroup | None = None
         self._browser: Any = None
         """kaleido's `Kaleido`, while open."""
-        self._drawing = anyio.Lock()  # one tab: one figure at a time
+        self._opening = anyio.Lock()
+        self._drawing = 0
+        """Figures being drawn (kaleido queues them for its one tab)."""
         self._last_drawn = 0.0
 
     @classmethod
@@ -159,15 +165,16 @@ class Charts:
     async def open(
         cls, timeout_s: float = RENDER_TIMEOUT_S, idle_s: float = BROWSER_IDLE_S
     ) -> AsyncIterator[Charts]:
-        """Charts whose browser is closed when idle and, at the latest, on exit."""
+        """Charts that draw Plotly figures, their browser closed when idle and, at the latest, on exit."""
         charts = cls(timeout_s, idle_s)
         try:
             async with anyio.create_task_group() as tg:
+                charts._tg = tg
                 tg.start_soon(charts._close_when_idle)
                 yield charts
                 tg.cancel_scope.cancel()
         finally:
-            await charts._close()
+            await _close(charts._browser)
 
     def timed_out(self) -> str:
         return timed_out(self.timeout_s)
@@ -192,34 +199,56 @@ class Charts:
         return image if image is not None else "the renderer returned no PNG"
 
     async def _plotly(self, value: Any) -> bytes:
+        assert self._tg is not None, "Plotly figures are drawn by open Charts (`Charts.open`)"
         figure, opts = _plotly_figure(value)
-        async with self._drawing:
-            try:
+        drawn: list[bytes | Exception] = []
+        done = anyio.Event()
+        self._tg.start_soon(self._draw, figure, opts, drawn, done)
+        await done.wait()
+        if isinstance(drawn[0], Exception):
+            raise drawn[0]
+        return drawn[0]
+
+    async def _draw(
+        self, figure: dict[str, Any], opts: dict[str, Any], drawn: list[bytes | Exception], done: anyio.Event
+    ) -> None:
+        self._drawing += 1
+        try:
+            async with self._opening:
                 if self._browser is None:
                     import kaleido
 
-                    self._browser = kaleido.Kaleido(n=1)  # held before it opens: closed if that fails
-                    await self._browser.open()
-                return await self._browser.calc_fig(figure, opts=opts)
-            except BaseException:
-                await self._close()
-                raise
-            finally:
-                self._last_drawn = time.monotonic()
+                    browser = kaleido.Kaleido(n=1)
+                    try:
+                        await browser.open()
+                    except BaseException:
+                        await _close(browser)
+                        raise
+                    self._browser = browser
+            drawn.append(await self._browser.calc_fig(figure, opts=opts))
+        except Exception as exc:
+            drawn.append(exc)
+        finally:
+            self._drawing -= 1
+            self._last_drawn = time.monotonic()
+            done.set()
 
     async def _close_when_idle(self) -> None:
         while True:
             await anyio.sleep(self._idle_s / 4)
-            if self._browser is not None and time.monotonic() - self._last_drawn >= self._idle_s:
-                async with self._drawing:
-                    if time.monotonic() - self._last_drawn >= self._idle_s:
-                        await self._close()
+            async with self._opening:  # a figure that starts meanwhile waits, and finds it closed
+                if self._drawing or time.monotonic() - self._last_drawn < self._idle_s:
+                    continue
+                browser, self._browser = self._browser, None
+            await _close(browser)
 
-    async def _close(self) -> None:
-        browser, self._browser = self._browser, None
-        if browser is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10), contextlib.suppress(Exception):
-                await browser.close()
+
+async def _close(browser: Any) -> None:
+    """Close kaleido's browser (None: nothing open); a browser that will not close is left to exit
+    with the server."""
+    if browser is not None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10), contextlib.suppress(Exception):
+            await browser.close()
 
 
 def timed_out(timeout_s: float) -> str:

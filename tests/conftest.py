@@ -27,6 +27,20 @@ settings.register_profile("warmkernel", deadline=None)
 settings.load_profile("warmkernel")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def matplotlib_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One matplotlib configuration (and font cache) for every kernel of the session. A kernel that
+    tests share (`memory_client`) outlives the test it started under, whose private
+    XDG_CONFIG_HOME is removed before the kernel imports matplotlib, which would make it again."""
+    saved = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = str(tmp_path_factory.mktemp("matplotlib"))
+    yield
+    if saved is None:
+        os.environ.pop("MPLCONFIGDIR")
+    else:
+        os.environ["MPLCONFIGDIR"] = saved
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"

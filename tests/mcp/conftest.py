@@ -93,6 +93,7 @@ async def stdio_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     finally:
         stop_daemons(root)
         shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,14 +273,7 @@ class Relay:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started()
-        async with listener:
-            await listener.serve(self._relay)
-
-    async def _relay(self, incoming: anyio.abc.SocketStream) -> None:
+    async def relay(self, incoming: anyio.abc.SocketStream) -> None:
         async with incoming, await anyio.connect_tcp("127.0.0.1", self.target_port) as outgoing:
             self._streams += [incoming, outgoing]
             async with anyio.create_task_group() as tg:
@@ -315,12 +308,24 @@ class Relay:
             await stream.aclose()
 
 
+async def serve_on_loopback(
+    handler: Callable[[anyio.abc.SocketStream], Awaitable[None]],
+    *,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `handler` on a free loopback port, which `await task_group.start(...)` returns."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
+    async with listener:
+        await listener.serve(handler)
+
+
 @asynccontextmanager
 async def relay_to(
     server: JupyterServer, create_delay_s: float = 0.0, channels_delay_s: float = 0.0
 ) -> AsyncIterator[Relay]:
     relay = Relay(int(server.url.rsplit(":", 1)[1].strip("/")), create_delay_s, channels_delay_s)
     async with anyio.create_task_group() as tg:
-        await tg.start(relay.serve)
+        relay.port = await tg.start(serve_on_loopback, relay.relay)
         yield relay
         tg.cancel_scope.cancel()

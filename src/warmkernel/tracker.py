@@ -194,18 +194,24 @@ class ExecutionTracker:
         reason = (self._too_slow or unavailable(found.mime)) if found is not None else None
         if found is None or reason is not None:
             chart = Chart(found.source, reason) if found is not None and reason is not None else None
-            record.displays.show(
-                record.output,
-                data,
-                now=record.last_output,
-                label=label,
-                display_id=display_id,
-                update=update,
-                chart=chart,
-            )
+            self._write_display(data, label, display_id, update, chart)
             return
         self._queued = []
         self._spawn(partial(self._draw, data, found, label, display_id, update))
+
+    def _write_display(
+        self, data: Mapping[str, Any], label: str, display_id: str | None, update: bool, chart: Chart | None
+    ) -> None:
+        record = self.record
+        record.displays.show(
+            record.output,
+            data,
+            now=record.last_output,
+            label=label,
+            display_id=display_id,
+            update=update,
+            chart=chart,
+        )
 
     async def _draw(
         self, data: Mapping[str, Any], found: Found, label: str, display_id: str | None, update: bool
@@ -214,21 +220,12 @@ class ExecutionTracker:
         picture = await self._charts.render(found.mime, found.value)
         if isinstance(picture, str) and picture == self._charts.timed_out():
             self._too_slow = f"not drawn: an earlier chart of this cell {picture.removeprefix('rendering ')}"
-        record = self.record
-        if record.state.finished:  # the kernel died or was killed meanwhile
+        if self.record.state.finished:  # the kernel died or was killed meanwhile
             return
-        record.displays.show(
-            record.output,
-            data,
-            now=record.last_output,
-            label=label,
-            display_id=display_id,
-            update=update,
-            chart=Chart(found.source, picture),
-        )
+        self._write_display(data, label, display_id, update, Chart(found.source, picture))
         waiting, self._queued = self._queued or [], None
         for at, event in enumerate(waiting):
-            if record.state.finished:
+            if self.record.state.finished:
                 return
             self._handle(event)
             if self._queued is not None:  # another chart: the rest waits for it too

@@ -33,6 +33,7 @@ from tests.jupyter_servers import (
     jupyter_server,
     kernel_gateway,
     relay_to,
+    serve_on_loopback,
 )
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
@@ -519,14 +520,7 @@ class ProxyTrap:
     port: int = 0
     requests: list[str] = field(default_factory=list)
 
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started()
-        async with listener:
-            await listener.serve(self._answer)
-
-    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
+    async def answer(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
             with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
                 self.requests.append((await stream.receive()).split(b"\r\n", 1)[0].decode())
@@ -537,7 +531,7 @@ class ProxyTrap:
 async def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ProxyTrap]:
     trap = ProxyTrap()
     async with anyio.create_task_group() as tg:
-        await tg.start(trap.serve)
+        trap.port = await tg.start(serve_on_loopback, trap.answer)
         set_proxy(monkeypatch, f"http://127.0.0.1:{trap.port}")
         yield trap
         tg.cancel_scope.cancel()
@@ -555,14 +549,7 @@ class ForwardingProxy:
     port: int = 0
     requests: list[str] = field(default_factory=list)
 
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started()
-        async with listener:
-            await listener.serve(self._forward)
-
-    async def _forward(self, client: anyio.abc.SocketStream) -> None:
+    async def forward(self, client: anyio.abc.SocketStream) -> None:
         async with client:
             incoming = BufferedByteReceiveStream(client)
             try:
@@ -627,7 +614,7 @@ async def behind_a_proxy(
     assert port is not None
     proxy = ForwardingProxy({name_no_dns_knows(server): port}, tunnels)
     async with anyio.create_task_group() as tg:
-        await tg.start(proxy.serve)
+        proxy.port = await tg.start(serve_on_loopback, proxy.forward)
         set_proxy(monkeypatch, f"http://127.0.0.1:{proxy.port}")
         yield proxy
         tg.cancel_scope.cancel()

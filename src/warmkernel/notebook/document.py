@@ -220,7 +220,7 @@ class FileStyle:
     indent: str | None
     """One level of indentation; None: the file is one line."""
     ascii_escaped: bool
-    """Non-ASCII characters are written as \\uXXXX."""
+    """Non-ASCII characters are written as JSON escapes (`\\u00e9` for é)."""
     newline: str
     final_newline: bool
 

@@ -60,9 +60,9 @@ from bench_core import (
     verdict,
     wk_startup,
 )
-from bench_transport import Host, open_host
+from bench_transport import Host, launched, open_host
 from jupyter_client.asynchronous.client import AsyncKernelClient
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from warmkernel.relay import PUMP
 
@@ -193,6 +193,40 @@ async def round_trips(
             "—",
             "—",
         ),
+    ]
+
+
+NOOP_SERVER = Path(__file__).with_name("noop_server.py")
+
+
+async def noop_calls(workspace: Path, counts: Counts) -> list[Row]:
+    """A tool that does nothing, on a server made of the MCP SDK alone (its stdio transport):
+    what a call costs on any server built with the SDK, from the SDK's client and from the
+    JSON-lines host, alternating."""
+    n = counts.round_trips
+    progress(f"no-op tool on the SDK's own server: {WARM_UP} warm-up + {n} calls from each client, in turn")
+    argv = [sys.executable, str(NOOP_SERVER)]
+    sdk: list[float] = []
+    lines: list[float] = []
+    async with Client(StdioServerParameters(command=argv[0], args=argv[1:])) as client:
+        with launched(argv, workspace, dict(os.environ)) as host:
+            for index in range(WARM_UP + n):
+                sdk_s = await timed(lambda: client.call_tool("noop", {}))
+                lines_s = host.call("noop")
+                if index >= WARM_UP:
+                    sdk.append(sdk_s)
+                    lines.append(lines_s)
+    median = statistics.median
+    return [
+        Row(
+            "a tool that does nothing, on a server of the MCP SDK alone (stdio), MCP SDK client, "
+            f"median of {n}: any SDK server's least cost per call",
+            ms(median(sdk)),
+            "—",
+            "—",
+            "—",
+        ),
+        Row(f"the same from the JSON-lines host, median of {n}", ms(median(lines)), "—", "—", "—"),
     ]
 
 
@@ -384,6 +418,7 @@ async def benchmark(counts: Counts) -> list[Row]:
             host = stack.enter_context(open_host(workspace, daemons))
             await run_cell(ephemeral, "pass")
             rows = await round_trips(relay, host, ephemeral, raw, counts)
+            rows += await noop_calls(workspace, counts)
             rows += await memory(relay, ephemeral)
         # Only the daemon's clients are closed: it lives on, as it does between conversations.
         rows += await live_starts(workspace, daemons, counts)

@@ -63,7 +63,7 @@ class Host:
 
     def call(self, tool: str) -> float:
         start = time.perf_counter()
-        self.request("tools/call", {"name": tool, "arguments": ARGUMENTS[tool]})
+        self.request("tools/call", {"name": tool, "arguments": ARGUMENTS.get(tool, {})})
         return time.perf_counter() - start
 
     def cpu(self) -> tuple[float, float]:
@@ -93,21 +93,23 @@ def connected_host(src: Path | None) -> Iterator[Host]:
 def open_host(workspace: Path, daemons: PrivateDaemons, src: Path | None = None) -> Iterator[Host]:
     """`warmkernel mcp` of the tree `src` in `workspace`, attached to its daemon (started if there
     is none), initialized."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "mcp", "--idle-stop", "900"],
-        cwd=workspace,
-        env=_environment(daemons, src),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
+    argv = [sys.executable, "-m", "warmkernel", "mcp", "--idle-stop", "900"]
+    with launched(argv, workspace, _environment(daemons, src)) as host:
+        (descriptor,) = daemons.live()
+        host.daemon = psutil.Process(descriptor.pid)
+        yield host
+
+
+@contextmanager
+def launched(argv: list[str], cwd: Path, env: dict[str, str]) -> Iterator[Host]:
+    """The MCP server `argv` on a host's pipes, initialized; its stdin closed at the end."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     host = Host(process)
     try:
         host.request("initialize", INITIALIZE)
         assert process.stdin is not None
         process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         process.stdin.flush()
-        (descriptor,) = daemons.live()
-        host.daemon = psutil.Process(descriptor.pid)
         yield host
     finally:
         if process.stdin is not None:

@@ -211,7 +211,8 @@ class Journal:
     # -- writing ------------------------------------------------------------------------------
 
     def started(self, record: ExecutionRecord) -> None:
-        """An accepted cell, before it is sent: if this process ends first, it reads back as died."""
+        """An accepted cell, once sent and before any of its output: if this process ends first,
+        it reads back as died."""
         self._append(
             {
                 "event": "start",

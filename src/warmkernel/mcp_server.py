@@ -198,7 +198,7 @@ async def run_python(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
     session.start()  # a stopped kernel starts with this cell
-    if session.kernel_info().state == "starting":
+    if session.starting:
         # A kernel still starting (a gateway pulling an image) is waited for within the cell's wait.
         wait_s = _start_wait(conn, args["freeform"])
         if not await session.kernel_within(wait_s):

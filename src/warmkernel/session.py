@@ -377,6 +377,11 @@ class Session:
         elapsed = f"{time.monotonic() - self._start_began:.0f} s"
         return f"{step}, {elapsed}" if step else elapsed
 
+    @property
+    def starting(self) -> bool:
+        """A kernel is on its way: none yet, none stopped, and its start has not failed."""
+        return self._kernel is None and self.stopped is None and self._start_error is None
+
     def kernel_info(self) -> KernelInfo:
         spares = (
             self._launcher.ready
@@ -504,9 +509,9 @@ class Session:
             if cell is not None:
                 record.cell_id = cell.id
                 inbox = self._bound().start_run(cell, record, begun, tracker)
-            if self._journal is not None:
-                self._journal.started(record)
             tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
+            if self._journal is not None:  # while the kernel runs the cell, before any of its output
+                self._journal.started(record)
         self._announce()
         return record
 

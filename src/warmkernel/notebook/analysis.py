@@ -45,8 +45,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from IPython.core.inputtransformer2 import TransformerManager
-
 MUTATING_METHODS = frozenset(
     {
         "append",
@@ -145,6 +143,10 @@ def _parse(source: str) -> ast.Module:
     if not _PROMPT.search(source):
         with contextlib.suppress(SyntaxError):
             return ast.parse(source)
+    # Imported here, for the few cells that need it: IPython would add a tenth of a second to
+    # the daemon's start, which comes before any notebook.
+    from IPython.core.inputtransformer2 import TransformerManager
+
     try:
         with warnings.catch_warnings():
             # Lines split at \x1c or \u2028 make IPython warn; the analysis should not.

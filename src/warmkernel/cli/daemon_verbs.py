@@ -7,12 +7,9 @@ import json
 import os
 import sys
 import time
-import webbrowser
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from warmkernel.cli.completion import completion
 from warmkernel.cli.config_verb import config
@@ -60,6 +57,8 @@ def _rss(pid: int | None) -> int | None:
     """Resident memory of a process and its descendants (a kernel's subprocesses count)."""
     if pid is None:
         return None
+    import psutil  # here: only `sessions` needs it, and every verb imports this module
+
     try:
         process = psutil.Process(pid)
         return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
@@ -234,6 +233,8 @@ def _open_browser(url: str) -> bool:
     )
     if not graphical:  # a text browser would take over this terminal
         return False
+    import webbrowser  # here: only `view` opens a browser, and every verb imports this module
+
     try:
         return webbrowser.open(url)
     except webbrowser.Error:

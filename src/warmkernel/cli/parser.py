@@ -8,7 +8,6 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +74,8 @@ class _Versions(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib import metadata  # here: every verb builds this parser, only --version reads
+
         lines = [f"warmkernel {__version__}", f"Python {platform.python_version()} ({sys.executable})"]
         for distribution, what in (("ipykernel", "ipykernel"), ("mcp", "MCP SDK (mcp)")):
             try:

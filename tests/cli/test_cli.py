@@ -172,6 +172,14 @@ def test_auto_start_then_stop(cli: Cli) -> None:
     assert cli("stop").returncode == 2
 
 
+def test_sessions_counts_a_kernels_memory_as_the_kernels_not_the_daemons(cli: Cli) -> None:
+    assert cli("run", "held = b'x' * (200 << 20)").returncode == 0
+    (row,) = json.loads(cli("sessions", "--json").stdout)
+    memory = row["memory_bytes"]
+    assert memory["kernels"] > 200 << 20, memory
+    assert 10 << 20 < memory["daemon"] < 200 << 20, memory  # the daemon's own, not its kernel's too
+
+
 def test_start_passes_output_limits_to_the_daemon(cli: Cli) -> None:
     assert cli("start", "--max-output-bytes", "3000", "--spill-threshold-bytes", "1000").returncode == 0
     assert cli("run", "print('x' * 2500)").returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -46,29 +47,36 @@ def _daemon_state(descriptor: Descriptor) -> dict[str, Any]:
     except WarmkernelError as exc:
         return state | {"status_error": exc.message}
     state |= {key: value for key, value in status.items() if key not in ("ok", "version")}
-    state["memory_bytes"] = {
-        "daemon": _rss(descriptor.pid),
-        "kernels": _total(_rss(kernel.get("pid")) for kernel in status.get("kernels", [])),
-    }
+    state["memory_bytes"] = _memory(
+        descriptor.pid, [kernel.get("pid") for kernel in status.get("kernels", [])]
+    )
     return state
 
 
-def _rss(pid: int | None) -> int | None:
-    """Resident memory of a process and its descendants (a kernel's subprocesses count)."""
-    if pid is None:
-        return None
+def _memory(daemon_pid: int, kernel_pids: Iterable[int | None]) -> dict[str, int | None]:
+    """Resident memory of the daemon (with its helpers, e.g. a chart browser) and of its kernels
+    (with what they started): a process of a kernel's counts once, as the kernel's."""
     import psutil  # here: only `sessions` needs it, and every verb imports this module
 
-    try:
-        process = psutil.Process(pid)
-        return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
-    except psutil.Error:
-        return None
+    def family(pid: int) -> list[psutil.Process]:
+        try:
+            process = psutil.Process(pid)
+            return [process, *process.children(recursive=True)]
+        except psutil.Error:
+            return []
 
+    def rss(processes: Iterable[psutil.Process]) -> int | None:
+        sizes = []
+        for process in processes:
+            with contextlib.suppress(psutil.Error):  # ended meanwhile
+                sizes.append(process.memory_info().rss)
+        return sum(sizes) if sizes else None
 
-def _total(sizes: Iterable[int | None]) -> int | None:
-    known = [size for size in sizes if size is not None]
-    return sum(known) if known else None
+    kernels = [family(pid) for pid in kernel_pids if pid is not None]
+    theirs = {process.pid for processes in kernels for process in processes}
+    daemon = [process for process in family(daemon_pid) if process.pid not in theirs]
+    known = [size for size in map(rss, kernels) if size is not None]
+    return {"daemon": rss(daemon), "kernels": sum(known) if known else None}
 
 
 def _describe(row: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.cgroup import KernelCgroup
 from warmkernel.kernel.channel import KernelChannel, ZmqTransport
-from warmkernel.kernel.environment import Environment, prepare_environment
+from warmkernel.kernel.environment import Environment, find_environment, prepare_environment
 from warmkernel.kernel.launch import KERNEL_MARK_ENV, RuntimeRoot, prepare_launch
 from warmkernel.types import Generation
 
@@ -220,17 +220,32 @@ class LocalLauncher:
         """Names each kernel's files: the launcher serves every named kernel, whose generations repeat."""
 
     async def environment(self) -> Environment:
-        """The environment kernels run in, found and checked at the first start (again after a
-        failed one: the user may have fixed it meanwhile)."""
+        """The environment kernels run in, found at the first start (again after a failed one: the
+        user may have fixed it meanwhile)."""
         if self._environment is None:
-            self._environment = await anyio.to_thread.run_sync(
-                lambda: prepare_environment(self.python, self._cwd, add_ipykernel=self._add_ipykernel)
-            )
+            self._environment = await anyio.to_thread.run_sync(find_environment, self.python, self._cwd)
         return self._environment
 
     async def start(self, generation: Generation) -> LocalKernel:
-        name = f"k{next(self._starts)}"
+        try:
+            return await self._launch(generation)
+        except WarmkernelError as exc:
+            if exc.code != "kernel_start_failed":
+                raise
+            self._environment = None
+            # Only now is the environment asked whether it runs ipykernel (the question imports
+            # it, which takes as long as a kernel's start): a missing one is named with its fix,
+            # or added (--add-ipykernel) and the start tried once more.
+            await anyio.to_thread.run_sync(
+                lambda: prepare_environment(self.python, self._cwd, add_ipykernel=self._add_ipykernel)
+            )
+            if not self._add_ipykernel:
+                raise
+        return await self._launch(generation)
+
+    async def _launch(self, generation: Generation) -> LocalKernel:
         environment = await self.environment()
+        name = f"k{next(self._starts)}"
         return await LocalKernel.start(self._tg, self._root, environment, self._cwd, generation, name=name)
 
     async def retire(self, kernel: Kernel) -> None:

@@ -11,14 +11,18 @@ and stops daemons.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import gc
 import json
 import os
+import runpy
 import shutil
 import signal
 import stat
 import sys
 import time
+import traceback
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -271,42 +275,72 @@ def start_daemon(
     The daemon writes its id to an inherited pipe once its descriptor exists, so
     this waits on that pipe, not on the file system.
     """
-    import subprocess  # here: a client that finds its daemon live never pays for it
-
     log_path = runtime_dir() / f"daemon-{int(time.time())}-{os.getpid()}.log"
     read_fd, write_fd = os.pipe()
-    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "warmkernel",
-                "daemon",
-                "--ready-fd",
-                str(write_fd),
-                *extra_args,
-            ],
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            pass_fds=(write_fd,),
-            env={**os.environ, **(environment or {})},
-            start_new_session=True,
-        )
-    os.close(write_fd)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        argv = ["daemon", "--ready-fd", str(write_fd), *extra_args]
+        pid = _fork_daemon(workspace, argv, log_fd, write_fd, environment)
+    finally:
+        os.close(log_fd)
+        os.close(write_fd)
     _rotate_logs(log_path.parent)
     try:
         daemon_id = _read_line(read_fd, DAEMON_START_TIMEOUT_S).strip()
     finally:
         os.close(read_fd)
     if not daemon_id:
-        process.poll()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # one that has ended leaves no zombie
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
         raise WarmkernelError("daemon_error", f"the daemon did not start (log {log_path}):\n{tail}")
     descriptor = find_daemon(workspace, daemon_id)
     assert descriptor is not None
     return descriptor
+
+
+def _fork_daemon(
+    workspace: Path, argv: list[str], log_fd: int, ready_fd: int, environment: Mapping[str, str] | None
+) -> int:
+    """Fork `warmkernel ARGV` off as a daemon; its pid. The child runs in a session of its own, in
+    `workspace`, writes to `log_fd`, and holds no descriptor of ours but `ready_fd`.
+
+    Forked rather than spawned: the child has an interpreter with the CLI's modules already, which
+    a spawned daemon spends over a tenth of a second on (the callers, the CLI and the relay, run
+    no thread). Its process title is its own, so the command line it was forked from (a cell's
+    source, a token typed there) does not stay in `ps` for the daemon's life.
+    """
+    gc.collect()  # garbage holding a descriptor of ours must not close, in the child, a reuse of it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        from setproctitle import setproctitle
+
+        setproctitle(f"warmkernel daemon {workspace}")
+        os.setsid()
+        os.chdir(workspace)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        for fd in map(int, os.listdir("/dev/fd")):
+            if fd > 2 and fd != ready_fd:
+                with contextlib.suppress(OSError):  # the listing's own descriptor, gone
+                    os.close(fd)
+        os.environ.update(environment or {})
+        sys.argv = [sys.argv[0], *argv]
+        runpy.run_module("warmkernel", run_name="__main__")  # as `python -m warmkernel ARGV` does
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # never back into the caller's frames: they are the parent's
 
 
 def _rotate_logs(directory: Path) -> None:

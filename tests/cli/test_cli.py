@@ -180,6 +180,13 @@ def test_sessions_counts_a_kernels_memory_as_the_kernels_not_the_daemons(cli: Cl
     assert 10 << 20 < memory["daemon"] < 200 << 20, memory  # the daemon's own, not its kernel's too
 
 
+def test_a_daemon_started_by_a_verb_shows_as_itself_not_as_the_verb(cli: Cli) -> None:
+    assert cli("run", "secret = 'hunter2'").returncode == 0
+    (row,) = json.loads(cli("sessions", "--json").stdout)
+    title = " ".join(psutil.Process(row["pid"]).cmdline()).strip()
+    assert title == f"warmkernel daemon {cli.workspace}"  # the cell's source is not in `ps`
+
+
 def test_start_passes_output_limits_to_the_daemon(cli: Cli) -> None:
     assert cli("start", "--max-output-bytes", "3000", "--spill-threshold-bytes", "1000").returncode == 0
     assert cli("run", "print('x' * 2500)").returncode == 0

@@ -8,7 +8,9 @@ short MCP sessions on the daemon's socket. Measured in one run, with private dae
    the MCP SDK's stdio client and from a host speaking JSON lines itself (no SDK: what the path
    costs without the Python SDK client's own work), and through `warmkernel mcp --ephemeral` (a
    process that owns its kernel: no relay); each alternating with a raw kernel (execute_request
-   until reply and idle), in blocks of its own taken in turn.
+   until reply and idle), in blocks of its own taken in turn. Beside them, a tool that does
+   nothing on a server made of the MCP SDK alone (`noop_server.py`), from both clients: the least
+   a call costs on any server built with the SDK.
 2. The relay's RSS once connected and idle, beside the daemon's and an `--ephemeral` server's.
 3. Host start to first reply with a live daemon: launch `warmkernel mcp`, initialize, reply to
    `run_python("1")`.

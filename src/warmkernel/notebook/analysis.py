@@ -143,8 +143,8 @@ def _parse(source: str) -> ast.Module:
     if not _PROMPT.search(source):
         with contextlib.suppress(SyntaxError):
             return ast.parse(source)
-    # Imported here, for the few cells that need it: IPython would add a tenth of a second to
-    # the daemon's start, which comes before any notebook.
+    # Imported here, for the few cells that need it: IPython would add about 60 ms to the
+    # daemon's start, which comes before any notebook.
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:

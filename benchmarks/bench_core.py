@@ -142,6 +142,10 @@ class PrivateDaemons:
             values["PYTHONPATH"] = os.environ["PYTHONPATH"]
         return values
 
+    def new_workspace(self) -> Path:
+        """A fresh directory for a workspace, removed with the run's directories."""
+        return Path(tempfile.mkdtemp(prefix="ws-", dir=self.root))
+
     def live(self) -> list[Descriptor]:
         with _environment({RUNTIME_DIR_ENV: self.env()[RUNTIME_DIR_ENV]}):
             return live_descriptors()

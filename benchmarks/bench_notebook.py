@@ -111,7 +111,11 @@ async def unbound_round_trip(workspace: Path, cells: list[tuple[str, str]]) -> f
 
 
 async def bench(count: int, megabytes: int) -> list[tuple[str, str]]:
-    workspace = Path(tempfile.mkdtemp(prefix="wk-nb-bench-"))
+    with tempfile.TemporaryDirectory(prefix="wk-nb-bench-") as directory:
+        return await bench_in(Path(directory), count, megabytes)
+
+
+async def bench_in(workspace: Path, count: int, megabytes: int) -> list[tuple[str, str]]:
     (workspace / "data.txt").write_text("x" * 1000)
     cells = notebook_cells(count, megabytes)
     write_notebook(workspace / "nb.ipynb", cells)

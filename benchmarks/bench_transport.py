@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -85,7 +84,7 @@ def _environment(daemons: PrivateDaemons, src: Path | None) -> dict[str, str]:
 @contextmanager
 def connected_host(src: Path | None) -> Iterator[Host]:
     """`warmkernel mcp` of the tree `src` in a fresh workspace, its daemon started, initialized."""
-    with private_daemons() as daemons, open_host(Path(tempfile.mkdtemp(prefix="wkt-")), daemons, src) as host:
+    with private_daemons() as daemons, open_host(daemons.new_workspace(), daemons, src) as host:
         yield host
 
 
@@ -155,7 +154,7 @@ def start_cpu(trees: dict[str, Path | None], starts: int) -> dict[str, list[floa
             with private_daemons() as daemons:
                 subprocess.run(
                     [sys.executable, "-m", "warmkernel", "start", "--idle-stop", "900"],
-                    cwd=tempfile.mkdtemp(prefix="wkt-"),
+                    cwd=daemons.new_workspace(),
                     env=_environment(daemons, src),
                     stdout=subprocess.DEVNULL,
                     check=True,

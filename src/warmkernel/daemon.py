@@ -11,13 +11,14 @@ itself once it has had no client and no running cell for its `idle_stop` time.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import psutil
 
 from warmkernel import __version__
 from warmkernel.config import Settings
@@ -168,6 +170,8 @@ class _Daemon:
         main = self.kernels.main
         kernel = main.kernel_info()
         running = main.running
+        kernels = self.kernels.summaries()
+        known = [k.memory_bytes for k in kernels if k.memory_bytes is not None]
         return {
             "workspace": self.descriptor.workspace,
             "pid": os.getpid(),
@@ -177,9 +181,18 @@ class _Daemon:
             "running": running.number if running is not None else None,
             "idle_s": round(self.idle_s(), 1),
             "kernels": [
-                {"name": k.name, "state": k.info.state, "pid": k.info.place.pid}
-                for k in self.kernels.summaries()
+                {
+                    "name": k.name,
+                    "state": k.info.state,
+                    "pid": k.info.place.pid,
+                    "memory_bytes": k.memory_bytes,
+                }
+                for k in kernels
             ],
+            "memory_bytes": {
+                "daemon": _own_memory({k.info.place.pid for k in kernels}),
+                "kernels": sum(known) if known else None,
+            },
         }
 
     async def until_idle(self, idle_stop_s: float) -> None:
@@ -330,3 +343,15 @@ def _jupyter_notebook(workspace: Workspace, notebook: Path | None) -> str | None
             "files inside it",
         )
     return path.relative_to(workspace.path).as_posix()
+
+
+def _own_memory(kernel_pids: Container[int | None]) -> int:
+    """Resident memory of the daemon and its helpers (a chart browser, spare kernels): every
+    process it started but its named kernels and what they started, which count as theirs."""
+    daemon = psutil.Process()
+    total = 0
+    for process in [daemon, *daemon.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):  # ended meanwhile
+            if not any(each.pid in kernel_pids for each in [process, *process.parents()]):
+                total += process.memory_info().rss
+    return total

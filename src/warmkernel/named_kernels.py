@@ -19,7 +19,6 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
-import psutil
 
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
@@ -169,12 +168,12 @@ class Kernels:
         return [
             KernelSummary(
                 session.name,
-                info := session.kernel_info(),
+                session.kernel_info(),
                 len(session.records),
                 session.running,
                 session.bound_notebook,
                 session.idle_s(),
-                _memory(info.place.pid) if info.state == "ready" else None,
+                session.memory_bytes(),
             )
             for session in self._sessions.values()
         ]
@@ -236,12 +235,3 @@ class Kernels:
                 if session.name != MAIN_KERNEL and session.stopped is None and idle:
                     await session.stop(f"the kernel was stopped after {limit:g} s idle")
                     session.tell(idle_stop_notice(session.name, limit))
-
-
-def _memory(pid: int | None) -> int | None:
-    if pid is None:
-        return None
-    try:
-        return psutil.Process(pid).memory_info().rss
-    except psutil.Error:
-        return None

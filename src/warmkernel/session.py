@@ -382,6 +382,11 @@ class Session:
         """A kernel is on its way: none yet, none stopped, and its start has not failed."""
         return self._kernel is None and self.stopped is None and self._start_error is None
 
+    def memory_bytes(self) -> int | None:
+        """The live kernel's resident memory with every process it started: what
+        `--max-kernel-memory` holds it to; None when none is live or it cannot be seen."""
+        return self._kernel.memory_bytes() if self._kernel is not None and self.stopped is None else None
+
     def kernel_info(self) -> KernelInfo:
         spares = (
             self._launcher.ready

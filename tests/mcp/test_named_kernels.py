@@ -76,6 +76,26 @@ async def test_state_lives_per_kernel(fresh_client: FreshClient) -> None:
         assert "kernels: main (ready), side (ready)" in text
 
 
+HOLD_IN_A_CHILD = """
+import subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; held = b'x' * (150 << 20); print(flush=True); time.sleep(600)"],
+    stdout=subprocess.PIPE,
+)
+child.stdout.readline()
+"""
+
+
+async def test_a_kernels_memory_counts_what_it_started(fresh_client: FreshClient) -> None:
+    """The measure `--max-kernel-memory` holds a kernel to: a process it started counts as its."""
+    async with fresh_client(result_mode="structured") as client:
+        await run(client, HOLD_IN_A_CHILD)
+        row = kernel_row(await facts(client, "list_python_kernels"), "main")
+        assert row["memory_bytes"] > 150 << 20, row
+        status = await facts(client, "python_status")
+        assert kernel_row(status, "main")["memory_bytes"] > 150 << 20, status["kernels"]
+
+
 async def test_list_stop_and_reuse(fresh_client: FreshClient) -> None:
     async with fresh_client(result_mode="structured") as client:
         await run(client, "import os; pid = os.getpid(); data = list(range(10))", kernel="train")

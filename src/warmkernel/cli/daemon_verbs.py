@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,44 +38,14 @@ def sessions(args: argparse.Namespace) -> int:
 
 
 def _daemon_state(descriptor: Descriptor) -> dict[str, Any]:
-    """The descriptor, with the daemon's own status and the memory of it and its kernels."""
+    """The descriptor, with the daemon's own status."""
     state: dict[str, Any] = {**vars(descriptor)}
     try:
         sock, status = open_socket(descriptor, "status")
         sock.close()
     except WarmkernelError as exc:
         return state | {"status_error": exc.message}
-    state |= {key: value for key, value in status.items() if key not in ("ok", "version")}
-    state["memory_bytes"] = _memory(
-        descriptor.pid, [kernel.get("pid") for kernel in status.get("kernels", [])]
-    )
-    return state
-
-
-def _memory(daemon_pid: int, kernel_pids: Iterable[int | None]) -> dict[str, int | None]:
-    """Resident memory of the daemon (with its helpers, e.g. a chart browser) and of its kernels
-    (with what they started): a process of a kernel's counts once, as the kernel's."""
-    import psutil  # here: only `sessions` needs it, and every verb imports this module
-
-    def family(pid: int) -> list[psutil.Process]:
-        try:
-            process = psutil.Process(pid)
-            return [process, *process.children(recursive=True)]
-        except psutil.Error:
-            return []
-
-    def rss(processes: Iterable[psutil.Process]) -> int | None:
-        sizes = []
-        for process in processes:
-            with contextlib.suppress(psutil.Error):  # ended meanwhile
-                sizes.append(process.memory_info().rss)
-        return sum(sizes) if sizes else None
-
-    kernels = [family(pid) for pid in kernel_pids if pid is not None]
-    theirs = {process.pid for processes in kernels for process in processes}
-    daemon = [process for process in family(daemon_pid) if process.pid not in theirs]
-    known = [size for size in map(rss, kernels) if size is not None]
-    return {"daemon": rss(daemon), "kernels": sum(known) if known else None}
+    return state | {key: value for key, value in status.items() if key not in ("ok", "version")}
 
 
 def _describe(row: dict[str, Any]) -> str:
@@ -86,8 +55,10 @@ def _describe(row: dict[str, Any]) -> str:
             f"{row['id']}  pid {row['pid']:<7} since {started}  {row['workspace']}  ({row['status_error']})"
         )
     kernel = row["kernel"]
-    memory = row["memory_bytes"]
-    megabytes = "/".join("?" if size is None else f"{size / 2**20:.0f}" for size in memory.values())
+    memory = row.get("memory_bytes", {})  # an older daemon does not send it
+    megabytes = "/".join(
+        "?" if memory.get(part) is None else f"{memory[part] / 2**20:.0f}" for part in ("daemon", "kernels")
+    )
     running = f", running In [{row['running']}]" if row.get("running") else ""
     others = [k["name"] for k in row.get("kernels", []) if k["name"] != "main" and k["state"] != "stopped"]
     more = f"; kernels {', '.join(others)} too" if others else ""

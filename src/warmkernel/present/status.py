@@ -36,7 +36,7 @@ class KernelSummary:
     idle_s: float | None
     """Since its last call or cell; None while a call or a cell uses it."""
     memory_bytes: int | None
-    """The kernel process's resident memory; None when it is not a live local process."""
+    """The kernel's resident memory with every process it started (`Session.memory_bytes`)."""
 
 
 def execution_status_reply(record: ExecutionRecord) -> Reply:

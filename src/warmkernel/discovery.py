@@ -385,6 +385,8 @@ def stop_daemon(descriptor: Descriptor) -> None:
         if time.monotonic() > deadline:
             raise WarmkernelError(
                 "daemon_error",
-                f"daemon {descriptor.id} (pid {descriptor.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
+                f"daemon {descriptor.id} (pid {descriptor.pid}) did not stop within {STOP_TIMEOUT_S:.0f} s; "
+                f"if it is stuck, `kill -KILL {descriptor.pid}` ends it and its kernels (the records stay "
+                "readable; a running one is marked died)",
             )
         time.sleep(0.02)

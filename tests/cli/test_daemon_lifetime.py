@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,24 @@ def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> 
     state = cli("state", "2", "--json")
     facts = json.loads(state.stdout)
     assert facts["state"] == "died" and f"pid {daemon['pid']}" in facts["end_reason"]
+
+
+def test_a_stuck_daemon_is_named_with_the_way_to_end_it_and_stop_all_stops_the_others(
+    cli: Cli, tmp_path: Path
+) -> None:
+    other = replace(cli, workspace=tmp_path / "other")
+    other.workspace.mkdir()
+    assert cli("start").returncode == 0 and other("start").returncode == 0
+    daemons = {row["workspace"]: row for row in json.loads(cli("sessions", "--json").stdout)}
+    stuck, healthy = daemons[str(cli.workspace)], daemons[str(other.workspace)]
+    os.kill(stuck["pid"], signal.SIGSTOP)  # as a daemon whose event loop never yields
+    stopping = cli("stop", "--all")
+    assert stopping.returncode == 1
+    assert f"(pid {stuck['pid']}) did not stop within 15 s" in stopping.stderr
+    assert f"`kill -KILL {stuck['pid']}` ends it and its kernels" in stopping.stderr
+    assert f"stopped {healthy['id']}" in stopping.stdout and _gone(healthy["pid"])
+    os.kill(stuck["pid"], signal.SIGKILL)
+    assert _gone(stuck["pid"]) and _gone(stuck["kernel"]["pid"])
 
 
 def test_ten_concurrent_first_calls_start_one_daemon(cli: Cli) -> None:

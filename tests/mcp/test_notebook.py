@@ -457,8 +457,8 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
     tmp_path: Path, open_notebook: Any
 ) -> None:
     path = tmp_path / NB
-    gate = "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)\nprint('done')"
-    write_notebook(path, [("a", gate), ("b", "after = 1")])
+    gate = "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)\nprint('done')\nx = 1"
+    write_notebook(path, [("a", gate), ("b", "after = x")])
     async with open_notebook as client:
         started = await facts(client, "run_notebook_cells", path=NB, cells=["a"], timeout_seconds=0)
         assert started["state"] == "running" and started["cells"][0]["state"] == "running"
@@ -467,6 +467,7 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
             ("a", "running"),
             ("b", "never_run"),
         ]
+        assert status["plan"] == ["b"]  # b reads what the running a will set
         assert status["facts_current"] is False
         code, message = await call_error(client, "run_python", freeform="1", kernel=KERNEL)
         assert code == "busy" and "run_notebook_cells is running cells of nb.ipynb" in message
@@ -477,7 +478,7 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
         with anyio.fail_after(60):
             waited = await call(client, "wait_python", timeout_seconds=60, kernel=KERNEL)
         assert "done" in waited
-        assert await verdicts(client) == {"a": ("source_changed",), "b": ("never_run",)}
+        assert await verdicts(client) == {"a": ("source_changed",), "b": ("never_run", "upstream_stale")}
         cell = nbformat.read(path, as_version=4).cells[1]
         assert (cell.outputs, cell.execution_count) == ([], None) and cell.source.endswith("# edited")
 

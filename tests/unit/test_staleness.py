@@ -492,6 +492,13 @@ def test_running_cell_is_running_without_reasons_and_out_of_the_plan() -> None:
     assert status.plan == ("b",)
 
 
+def test_a_first_run_still_running_plans_the_cells_that_read_it() -> None:
+    """The cells below read what the running cell will provide: planned, not waited on forever."""
+    status = evaluate(cells("x = 1", "y = x + 1", "z = y * 2"), KernelFacts(running="a"))
+    assert verdicts(status)["a"] == ("running",)
+    assert status.plan == ("b", "c")
+
+
 def test_conservative_cell_may_define_anything_and_depends_on_everything_above() -> None:
     notebook = cells("x = 1", "from helpers import *", "print(x, q)", "w = 2")
     kernel = Recorder()
@@ -742,6 +749,20 @@ def _downstream_closure(
         ):
             closure.add(f"c{index}")
     return closure
+
+
+@settings(max_examples=60, deadline=None)
+@given(notebooks(), st.data())
+def test_any_cell_running_leaves_it_out_of_a_plan_that_ends(
+    made: list[tuple[str, set[str]]], data: st.DataObject
+) -> None:
+    notebook = [Cell(f"c{index}", source) for index, (source, _) in enumerate(made)]
+    kernel = Recorder()
+    kernel.run_all(notebook[: data.draw(st.integers(0, len(made)))])
+    running = f"c{data.draw(st.integers(0, len(made) - 1))}"
+    status = evaluate(notebook, kernel.facts(running=running))
+    assert next(cell.state for cell in status.cells if cell.id == running) == "running"
+    assert running not in status.plan
 
 
 @settings(max_examples=40, deadline=None)

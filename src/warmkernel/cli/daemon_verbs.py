@@ -136,12 +136,21 @@ def stop(args: argparse.Namespace) -> int:
         if descriptor is None:
             raise WarmkernelError("daemon_not_found", f"no live daemon serves {Path.cwd()}")
         stopping = [descriptor]
-    for descriptor in stopping:
-        stop_daemon(descriptor)
+    stopped: list[Descriptor] = []
+    failures: list[str] = []
+    for descriptor in stopping:  # one that does not stop keeps none of the others running
+        try:
+            stop_daemon(descriptor)
+        except WarmkernelError as exc:
+            failures.append(exc.message)
+            continue
+        stopped.append(descriptor)
         if not args.json:
             print(f"stopped {descriptor.describe()}")
     if args.json:
-        print(json.dumps({"stopped": [descriptor.id for descriptor in stopping]}))
+        print(json.dumps({"stopped": [descriptor.id for descriptor in stopped]}))
+    if failures:
+        raise WarmkernelError("daemon_error", "\n".join(failures))
     return EXIT_OK
 
 

@@ -363,7 +363,8 @@ def _plan(
 ) -> tuple[tuple[str, ...], Mapping[str, str]]:
     """The cells to run, in notebook order: those not fresh, the cells above that restore a value
     a planned cell reads, and every cell that reads from a planned cell or sets again a name one
-    sets; repeated until nothing is added."""
+    sets; repeated until nothing is added. A provider is asked for once: one that cannot be
+    planned (running, skipped) stays out of the plan rather than being asked for again."""
     repairs: dict[int, str] = {}
     while True:
         planned, why = _closure(statuses, analyses, repairs)
@@ -373,7 +374,7 @@ def _plan(
             for status in statuses
             if status.id in chosen
             for provider, reason in graph.needs.get(status.index, {}).items()
-            if statuses[provider].id not in chosen
+            if provider not in repairs and statuses[provider].id not in chosen
         }
         if not more:
             return planned, why

@@ -41,3 +41,15 @@ def test_a_verb_in_a_subdirectory_reaches_the_daemon_of_the_workspace_above(cli:
     assert cli("run", "where = 'outer'").returncode == 0
     assert Cli(inner, cli.root)("run", "where").stdout.splitlines()[-1] == "Out[2]: 'outer'"
     assert len(json.loads(cli("sessions", "--json").stdout)) == 1
+
+
+def test_run_refuses_a_bad_timeout_as_its_flag_not_as_a_line_of_the_cell(cli: Cli) -> None:
+    for flag, value in (("--timeout", "-5"), ("--silence", "0"), ("--timeout", "inf")):
+        done = cli("run", "1", flag, value)
+        assert done.returncode == 2, done
+        assert done.stderr.startswith(f"warmkernel: invalid_timeout: {flag} {float(value):g} is not valid"), done
+        assert "line" not in done.stderr
+    assert cli("sessions").stdout.strip() == "No live daemons."  # refused before a daemon was started
+    done = cli("run", "1", "--timeout", "1e3")  # spelled in the directive without an exponent
+    assert done.returncode == 0, done.stderr
+    assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 1000")

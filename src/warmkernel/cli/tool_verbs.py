@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import tempfile
@@ -105,16 +106,30 @@ def _cell_text(data: bytes, where: str) -> str:
 
 def _with_directives(source: str, args: argparse.Namespace) -> str:
     """`run --timeout S --silence S` as the cell's directives, except those the cell sets itself."""
+    for directive in RUN_DIRECTIVES:
+        seconds = getattr(args, directive.dest)
+        if seconds is not None and not (math.isfinite(seconds) and seconds >= 0.001):
+            # Refused here: the directive line would be blamed for a value the user gave as a flag.
+            raise WarmkernelError(
+                "invalid_timeout",
+                f"{directive.flag} {seconds:g} is not valid; {directive.flag} must be a finite number "
+                "of seconds, at least 0.001",
+            )
     try:
         own = parse_directives(source)
     except WarmkernelError:
         return source  # the server reports the bad directive
     lines = [
-        f"{PREFIX} {directive.directive} {getattr(args, directive.dest):g}"
+        f"{PREFIX} {directive.directive} {_directive_seconds(getattr(args, directive.dest))}"
         for directive in RUN_DIRECTIVES
         if getattr(args, directive.dest) is not None and getattr(own, directive.field) is None
     ]
     return "\n".join([source.rstrip("\n"), *lines]) if lines else source
+
+
+def _directive_seconds(seconds: float) -> str:
+    """Seconds as a directive spells them: digits with an optional decimal part (no exponent)."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:

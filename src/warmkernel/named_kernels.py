@@ -31,7 +31,7 @@ from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
 from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
-from warmkernel.notebook.binding import locate
+from warmkernel.notebook.binding import locate, read_cells, shown_path
 from warmkernel.present import refusals
 from warmkernel.present.status import KernelSummary, idle_stop_notice
 from warmkernel.session import Session
@@ -150,14 +150,22 @@ class Kernels:
 
     async def for_notebook(self, path: str, name: str | None) -> Session:
         """The kernel of a notebook: `name` when given; else the one bound to it, or a new
-        `nb-<stem>` (made unique), so each notebook has its own and `main` stays free."""
-        if name is not None:
-            return await self.session(name)
+        `nb-<stem>` (made unique), so each notebook has its own and `main` stays free.
+
+        A notebook has one kernel at a time: another one named while a live kernel holds it is
+        refused. A notebook that cannot be read starts no kernel.
+        """
         located = locate(self.workspace.path, path)
-        for session in self._sessions.values():
-            if session.is_bound_to(located):
-                return await self.session(session.name)
-        return await self.session(self._free_notebook_name(located))
+        bound = [session for session in self._sessions.values() if session.is_bound_to(located)]
+        holder = next((s for s in bound if s.bound_notebook is not None and s.stopped is None), None)
+        if name is None:
+            name = (holder or bound[0]).name if bound else self._free_notebook_name(located)
+        elif holder is not None and holder.name != name:
+            raise refusals.notebook_has_kernel(holder.name, shown_path(self.workspace.path, located), name)
+        session = self._sessions.get(name)
+        if session is None or session.stopped is not None:
+            await anyio.to_thread.run_sync(read_cells, located)  # `invalid_notebook` before a start
+        return await self.session(name)
 
     async def stop(self, name: str) -> tuple[Session, ExecutionRecord | None]:
         """Stop the kernel `name` (its records stay); the running record it killed, if any."""

@@ -213,6 +213,33 @@ async def test_each_notebook_gets_its_own_kernel(tmp_path: Path, fresh_client: F
         assert kernel_row(await facts(client, "list_python_kernels"), "main")["notebook"] == "scratch.ipynb"
 
 
+async def test_a_notebook_has_one_kernel_and_one_that_cannot_be_read_starts_none(
+    tmp_path: Path, fresh_client: FreshClient
+) -> None:
+    write_notebook(tmp_path / "sales.ipynb", [("load", "n = 10")])
+    (tmp_path / "broken.ipynb").write_text("{not json")
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    async with fresh_client(result_mode="structured") as client:
+        assert (await facts(client, "notebook_status", path="sales.ipynb"))["notebook"] == "sales.ipynb"
+        code, message = await call_error(client, "notebook_status", path="sales.ipynb", kernel="main")
+        assert code == "notebook_already_bound"
+        assert "sales.ipynb is bound to kernel nb-sales" in message
+        assert 'stop_python_kernel(name="nb-sales")' in message
+        for path in ("broken.ipynb", "data.csv", "broken.ipynb"):
+            assert (await call_error(client, "notebook_status", path=path))[0] == "invalid_notebook"
+        listing = await facts(client, "list_python_kernels")
+        assert [row["name"] for row in listing["kernels"]] == ["main", "nb-sales"]
+        # once its kernel is stopped, the notebook may move, and its new kernel serves it
+        await facts(client, "stop_python_kernel", name="nb-sales")
+        assert (await facts(client, "notebook_status", path="sales.ipynb", kernel="main"))["notebook"]
+        ran = await facts(client, "run_notebook_cells", path="sales.ipynb", timeout_seconds=60)
+        assert ran["state"] == "completed"
+        listing = await facts(client, "list_python_kernels")
+        assert kernel_row(listing, "main")["notebook"] == "sales.ipynb"
+        assert kernel_row(listing, "nb-sales")["state"] == "stopped"
+        assert (await run(client, "n"))[1].endswith("10")
+
+
 async def test_kernels_over_every_transport(client: Client) -> None:
     """The shared servers (in-memory, stdio through a daemon, HTTP) serve named kernels alike."""
     name = f"t-{uuid.uuid4().hex[:8]}"

@@ -81,6 +81,16 @@ def already_bound(kernel: str, bound: str, wanted: str) -> WarmkernelError:
     )
 
 
+def notebook_has_kernel(holder: str, notebook: str, wanted: str) -> WarmkernelError:
+    """`notebook_already_bound`: the notebook is bound to a live kernel other than the one named."""
+    return WarmkernelError(
+        "notebook_already_bound",
+        f"{notebook} is bound to kernel {holder}; a notebook has one kernel at a time. "
+        f"{call('notebook_status', path=notebook)} uses {holder}, or "
+        f"{call('stop_python_kernel', name=holder)} first to bind {notebook} to {wanted}",
+    )
+
+
 def no_kernel(name: str, kernels: list[str]) -> WarmkernelError:
     """`kernel_not_found`: a call that only reads found no kernel of that name (it starts none)."""
     return WarmkernelError(

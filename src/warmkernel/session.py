@@ -221,8 +221,10 @@ class Session:
     # -- kernel lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
-        """Start a kernel if there is none (a stopped session's next use); it boots in the background."""
-        if self.stopped is not None:
+        """Start a kernel if there is none: a stopped session's next use, or the next call after a
+        failed start (its cause may be fixed since, e.g. ipykernel installed). It boots in the
+        background."""
+        if self.stopped is not None or (self._start_error is not None and self._ready.is_set()):
             self.stopped = None
             self._begin_kernel_start()
 
@@ -349,8 +351,8 @@ class Session:
                 pause.set()
 
     async def kernel(self) -> Kernel:
-        """The current kernel, once it is ready (started now if stopped); else the error its start
-        failed with."""
+        """The current kernel, once it is ready (started now if stopped, or if its last start
+        failed); else the error its start failed with."""
         while True:
             self.start()
             ready = self._ready

@@ -208,15 +208,21 @@ async def test_records_stay_readable_after_reset(fresh_client: FreshClient) -> N
         assert "kernel generation: 1" in await call(client, "python_execution_status", execution=1)
 
 
-async def test_missing_interpreter_fails_every_call_with_python_not_usable(
-    fresh_client: FreshClient,
+async def test_a_missing_interpreter_fails_every_call_until_it_is_there(
+    fresh_client: FreshClient, tmp_path: Path
 ) -> None:
-    async with fresh_client(python="/nonexistent/python3") as client:
+    python = tmp_path / "later" / "python3"
+    async with fresh_client(python=str(python)) as client:
         for _ in range(2):
             code, message = await call_error(client, "run_python", freeform="1")
             assert code == "python_not_usable"
-            assert message == "/nonexistent/python3 does not exist or is not executable"
+            assert message == f"{python} does not exist or is not executable"
         assert "kernel: failed" in await call(client, "python_status")
+        python.parent.mkdir()  # fixed: the next call starts a kernel
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+        number, text = await run(client, "6 * 7")
+        assert text.endswith("42"), text
 
 
 async def test_interpreter_without_ipykernel_is_named_with_the_fix(

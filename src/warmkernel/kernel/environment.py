@@ -219,8 +219,8 @@ def prepare_environment(python: str, workspace: Path, *, add_ipykernel: bool = F
             f"{shlex.join(environment.command)} has no ipykernel ({environment.why}); add it with "
             f"`{install}`"
             + (f" (in {environment.home})" if environment.home else "")
-            + ", or let warmkernel run that command: --add-ipykernel (or add_ipykernel = true in "
-            "warmkernel.toml), then `warmkernel stop` and start again",
+            + " and call again, or let warmkernel run that command: --add-ipykernel (or "
+            "add_ipykernel = true in warmkernel.toml), then `warmkernel stop` and start again",
         )
     _install_ipykernel(environment, workspace)
     if _ipykernel_failure(environment, workspace) is not None:

@@ -47,7 +47,8 @@ def test_run_refuses_a_bad_timeout_as_its_flag_not_as_a_line_of_the_cell(cli: Cl
     for flag, value in (("--timeout", "-5"), ("--silence", "0"), ("--timeout", "inf")):
         done = cli("run", "1", flag, value)
         assert done.returncode == 2, done
-        assert done.stderr.startswith(f"warmkernel: invalid_timeout: {flag} {float(value):g} is not valid"), done
+        refusal = f"warmkernel: invalid_timeout: {flag} {float(value):g} is not valid"
+        assert done.stderr.startswith(refusal), done
         assert "line" not in done.stderr
     assert cli("sessions").stdout.strip() == "No live daemons."  # refused before a daemon was started
     done = cli("run", "1", "--timeout", "1e3")  # spelled in the directive without an exponent

@@ -457,7 +457,10 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
     tmp_path: Path, open_notebook: Any
 ) -> None:
     path = tmp_path / NB
-    gate = "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)\nprint('done')\nx = 1"
+    gate = (
+        "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)\n"
+        "print('done')\nx = 1"
+    )
     write_notebook(path, [("a", gate), ("b", "after = x")])
     async with open_notebook as client:
         started = await facts(client, "run_notebook_cells", path=NB, cells=["a"], timeout_seconds=0)

@@ -68,7 +68,7 @@ from warmkernel.notebook.export_files import (
     inside_workspace,
     write_document,
 )
-from warmkernel.notebook.staleness import FileStamp, evaluate, select_cells
+from warmkernel.notebook.staleness import FileStamp, evaluate, select_cell, select_cells
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import documents, refusals
@@ -920,7 +920,7 @@ class Session:
     async def watch_notebook_file(self, path: str, file: str, cell: str | int) -> tuple[str, str]:
         """Make `cell` depend on `file` (read where no audit hook sees it); its id and the file as shown."""
         view = await self.notebook_status(path)
-        (cell_id,) = select_cells(view.status, [cell])
+        cell_id = select_cell(view.status, cell)
         target = watched_file(self.workspace.path, file)
         self._bound().watch(cell_id, str(target))
         return cell_id, shown_path(self.workspace.path, target)

@@ -393,6 +393,12 @@ async def test_watched_file_makes_its_cell_stale_when_it_changes(tmp_path: Path,
         assert await verdicts(client) == {}
         code, message = await call_error(client, "watch_notebook_file", path=NB, file="nope.bin", cell="a")
         assert code == "invalid_arguments" and "'nope.bin' does not exist" in message
+        for cell in ("stale", "nocell", 5):  # one cell: 'stale' and 'all' name none
+            code, message = await call_error(
+                client, "watch_notebook_file", path=NB, file="model.bin", cell=cell
+            )
+            assert code == "invalid_arguments"
+            assert message == f"unknown cell {cell!r}: give a code-cell index 0-1 or id (a, b)"
 
 
 # -- outputs in the file ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from warmkernel.notebook.staleness import (
     KernelFacts,
     NotebookStatus,
     evaluate,
+    select_cell,
     select_cells,
     source_hash,
 )
@@ -638,6 +639,14 @@ def test_select_unknown_cells_names_the_valid_ones(which: str | list[str | int])
         select_cells(_selection_status(), which)
     assert raised.value.code == "invalid_arguments"
     assert "'stale', 'all', or code-cell indices 0-3 or ids (a, b, c, d)" in raised.value.message
+
+
+def test_select_one_cell_by_id_or_index_and_name_the_valid_ones() -> None:
+    status = _selection_status()
+    assert [select_cell(status, which) for which in ("c", 2, "2")] == ["c", "c", "c"]
+    with pytest.raises(WarmkernelError) as raised:
+        select_cell(status, "all")
+    assert raised.value.message == "unknown cell 'all': give a code-cell index 0-3 or id (a, b, c, d)"
 
 
 def test_select_unknown_cells_in_a_long_notebook_lists_twenty_ids() -> None:

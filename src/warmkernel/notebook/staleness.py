@@ -474,9 +474,17 @@ def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tu
         else:
             chosen.add(index)
     if unknown:
-        raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status))
+        raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status, one=False))
     # A skipped cell (empty, or tagged skip-execution) is not run even when named.
     return tuple(status.cells[i].id for i in sorted(chosen) if status.cells[i].state != "skipped")
+
+
+def select_cell(status: NotebookStatus, cell: str | int) -> str:
+    """The id of one code cell (skipped or not), named by id or 0-based code-cell index."""
+    index = _index_of(cell, {each.id: each.index for each in status.cells}, len(status.cells))
+    if index is None:
+        raise WarmkernelError("invalid_arguments", _unknown_cells_message([cell], status, one=True))
+    return status.cells[index].id
 
 
 def _index_of(item: str | int, by_id: Mapping[str, int], count: int) -> int | None:
@@ -489,14 +497,19 @@ def _index_of(item: str | int, by_id: Mapping[str, int], count: int) -> int | No
     return item
 
 
-def _unknown_cells_message(unknown: Sequence[str | int], status: NotebookStatus) -> str:
+def _unknown_cells_message(unknown: Sequence[str | int], status: NotebookStatus, *, one: bool) -> str:
+    """`one`: a single cell was asked for (where 'stale' and 'all' mean nothing)."""
     named = ", ".join(repr(item) for item in unknown)
+    noun = "cell" if len(unknown) == 1 else "cells"
     if not status.cells:
-        return f"unknown cells {named}: this notebook has no code cells"
+        return f"unknown {noun} {named}: this notebook has no code cells"
     ids = [cell.id for cell in status.cells]
     listed = ", ".join(ids[:_LISTED_IDS])
     more = f" and {len(ids) - _LISTED_IDS} more" if len(ids) > _LISTED_IDS else ""
-    return (
-        f"unknown cells {named}: give 'stale', 'all', or code-cell indices 0-{len(ids) - 1} "
-        f"or ids ({listed}{more})"
+    last = len(ids) - 1
+    forms = (
+        f"a code-cell index 0-{last} or id"
+        if one
+        else f"'stale', 'all', or code-cell indices 0-{last} or ids"
     )
+    return f"unknown {noun} {named}: give {forms} ({listed}{more})"

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -49,8 +49,8 @@ from warmkernel.present.status import (
 )
 from warmkernel.present.variables import summary_reply, variables_reply
 from warmkernel.session import Session
-from warmkernel.tool_params import WAIT, Annotations
-from warmkernel.tool_specs import NOTEBOOK, TOOLS, TOOLS_BY_NAME
+from warmkernel.tool_params import WAIT, Annotations, Tool
+from warmkernel.tool_specs import KNOWN_KERNEL, NOTEBOOK, NOTEBOOK_KERNEL, TOOLS, TOOLS_BY_NAME
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,6 @@ KernelHandler = Callable[["Connection", Session, dict[str, Any], ServerRequestCo
 """A tool that acts on one kernel, found for it by the call's `kernel` (see `_find_kernel`)."""
 WorkspaceHandler = Callable[["Connection", dict[str, Any]], Awaitable[Reply]]
 """A tool about the workspace's kernels as a whole."""
-Finding = Literal["start", "existing", "notebook"]
-"""How a tool finds its kernel: started if new or stopped; only one that exists (the tool reads
-records, or answers a running cell); the notebook's own (`Kernels.for_notebook`)."""
 
 
 @dataclass(eq=False)
@@ -359,27 +356,27 @@ async def stop_python_kernel(conn: Connection, args: dict[str, Any]) -> Reply:
     return stop_kernel_reply(session.name, killed, len(session.records))
 
 
-_KERNEL_HANDLERS: dict[str, tuple[KernelHandler, Finding]] = {
-    "run_python": (run_python, "start"),
-    "python_status": (python_status, "existing"),
-    "python_execution_status": (python_execution_status, "existing"),
-    "read_python_output": (read_python_output, "existing"),
-    "search_python_output": (search_python_output, "existing"),
-    "wait_python": (wait_python, "existing"),
-    "send_python_input": (send_python_input, "existing"),
-    "interrupt_python": (interrupt_python, "existing"),
-    "reset_python": (reset_python, "start"),
-    "list_python_executions": (list_python_executions, "existing"),
-    "list_python_variables": (list_python_variables, "start"),
-    "inspect_python_variable": (inspect_python_variable, "start"),
-    "notebook_status": (notebook_status, "notebook"),
-    "run_notebook_cells": (run_notebook_cells, "notebook"),
-    "watch_notebook_file": (watch_notebook_file, "notebook"),
-    "export_python_executions": (export_python_executions, "existing"),
-    "executions_to_notebook": (executions_to_notebook, "existing"),
+_KERNEL_HANDLERS: dict[str, KernelHandler] = {
+    "run_python": run_python,
+    "python_status": python_status,
+    "python_execution_status": python_execution_status,
+    "read_python_output": read_python_output,
+    "search_python_output": search_python_output,
+    "wait_python": wait_python,
+    "send_python_input": send_python_input,
+    "interrupt_python": interrupt_python,
+    "reset_python": reset_python,
+    "list_python_executions": list_python_executions,
+    "list_python_variables": list_python_variables,
+    "inspect_python_variable": inspect_python_variable,
+    "notebook_status": notebook_status,
+    "run_notebook_cells": run_notebook_cells,
+    "watch_notebook_file": watch_notebook_file,
+    "export_python_executions": export_python_executions,
+    "executions_to_notebook": executions_to_notebook,
 }
-"""What each declared tool that acts on a kernel does, and how it finds that kernel;
-`tool_specs.TOOLS` says everything else about it."""
+"""What each declared tool that acts on a kernel does; `tool_specs.TOOLS` says everything else
+about it, how it finds its kernel too (`_find_kernel`)."""
 _WORKSPACE_HANDLERS: dict[str, WorkspaceHandler] = {
     "list_python_kernels": list_python_kernels,
     "stop_python_kernel": stop_python_kernel,
@@ -402,22 +399,25 @@ def _notebook_path(conn: Connection, tool: str, path: str | None) -> str:
     return conn.settings.notebook
 
 
-async def _find_kernel(conn: Connection, finding: Finding, args: dict[str, Any]) -> Session:
-    if finding == "notebook":
+async def _find_kernel(conn: Connection, tool: Tool, args: dict[str, Any]) -> Session:
+    """The kernel a call names, as the tool's `kernel` parameter says: the notebook's own, only
+    one that exists (the tool reads records, or answers a running cell), else started if new or
+    stopped."""
+    if NOTEBOOK_KERNEL in tool.params:
         return await conn.kernels.for_notebook(args["path"], args["kernel"])
-    return await conn.kernels.session(args["kernel"], start=finding == "start")
+    return await conn.kernels.session(args["kernel"], start=KNOWN_KERNEL not in tool.params)
 
 
 async def _call(conn: Connection, name: str, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
     """Run one checked call: on the kernel it names (whose notices it then carries), or on all."""
     if name in _WORKSPACE_HANDLERS:
         return await _WORKSPACE_HANDLERS[name](conn, args)
-    handler, finding = _KERNEL_HANDLERS[name]
-    if NOTEBOOK in TOOLS_BY_NAME[name].params:  # a notebook tool: its path defaults to the configured one
+    tool = TOOLS_BY_NAME[name]
+    if NOTEBOOK in tool.params:  # a notebook tool: its path defaults to the configured one
         args = args | {"path": _notebook_path(conn, name, args["path"])}
-    session = await _find_kernel(conn, finding, args)
+    session = await _find_kernel(conn, tool, args)
     with speaking_of(session.name), session.in_use():
-        return conn.with_notices(session, await handler(conn, session, args, ctx))
+        return conn.with_notices(session, await _KERNEL_HANDLERS[name](conn, session, args, ctx))
 
 
 # -- server -----------------------------------------------------------------------------------

@@ -69,6 +69,11 @@ KERNEL = Param(
     None,
     Spelling(("--kernel",), "NAME"),
 )
+KNOWN_KERNEL = replace(
+    KERNEL,
+    description='Which kernel: one the workspace has (list_python_kernels), such as "train"; this '
+    "call starts none. Default: main.",
+)
 NOTEBOOK_KERNEL = replace(
     KERNEL,
     description="Which kernel runs the notebook. Default: the kernel already bound to it, else a new one "
@@ -133,7 +138,7 @@ TOOLS: tuple[Tool, ...] = (
         "The workspace, how it was resolved, the interpreter and why it was chosen, the kernel's pid "
         "and generation, whether a cell is running, every kernel of the workspace in brief, and the "
         "configuration files in use.",
-        (KERNEL,),
+        (KNOWN_KERNEL,),
         Annotations(read_only=True),
         (
             Verb(
@@ -169,7 +174,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "python_execution_status",
         "An execution's state, times, error name and value, and line counts per stream, without its output.",
-        (EXECUTION, KERNEL),
+        (EXECUTION, KNOWN_KERNEL),
         Annotations(read_only=True),
         (
             Verb(
@@ -209,7 +214,7 @@ TOOLS: tuple[Tool, ...] = (
                 Spelling(("--lines",), "A:B"),
             ),
             MAX_CHARS,
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -278,7 +283,7 @@ TOOLS: tuple[Tool, ...] = (
                 200,
                 Spelling(("--max-matches",), "N"),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -319,7 +324,7 @@ TOOLS: tuple[Tool, ...] = (
                 None,
                 Spelling(("--silence",), "S"),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -344,7 +349,7 @@ TOOLS: tuple[Tool, ...] = (
         (
             Param("text", Text(), "The answer, without a trailing newline.", cli=Spelling(metavar="TEXT")),
             replace(EXECUTION, cli=Spelling(("--execution",), "N")),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=False, idempotent=False),
         (
@@ -360,7 +365,7 @@ TOOLS: tuple[Tool, ...] = (
         "interrupt_python",
         "Send SIGINT (KeyboardInterrupt) to the running cell, also one waiting for input. "
         "Replies interrupt_sent or idle.",
-        (KERNEL,),
+        (KNOWN_KERNEL,),
         Annotations(read_only=False, idempotent=False),
         (
             Verb(
@@ -398,7 +403,7 @@ TOOLS: tuple[Tool, ...] = (
                 20,
                 Spelling(("--limit",), "N"),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -681,7 +686,7 @@ TOOLS: tuple[Tool, ...] = (
                 None,
                 Spelling(("--format",)),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=False, destructive=True),
         (
@@ -718,7 +723,7 @@ TOOLS: tuple[Tool, ...] = (
                 None,
                 Spelling(("--after",), "ID"),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=False, idempotent=False),
         (

@@ -14,6 +14,7 @@ from mcp import Client
 
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
+from warmkernel.tool_specs import KNOWN_KERNEL, TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -165,6 +166,13 @@ async def test_kernel_names_are_checked(fresh_client: FreshClient) -> None:
         code, message = await call_error(client, "read_python_output", kernel="nothere")
         assert code == "kernel_not_found"
         assert "kernels: main" in message and 'run_python(freeform="...", kernel="nothere")' in message
+        required = {"search_python_output": {"query": "x"}, "send_python_input": {"text": "x"}}
+        required["executions_to_notebook"] = {"executions": "1", "path": "new.ipynb"}
+        for tool in TOOLS:  # a tool whose `kernel` says it starts none starts none
+            if KNOWN_KERNEL in tool.params:
+                arguments = required.get(tool.name, {}) | {"kernel": "nothere"}
+                assert (await call_error(client, tool.name, **arguments))[0] == "kernel_not_found", tool.name
+        assert "nothere" not in await call(client, "list_python_kernels")
         code, _ = await call_error(client, "stop_python_kernel", name="nothere")
         assert code == "kernel_not_found"
 

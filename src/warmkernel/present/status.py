@@ -240,7 +240,8 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
     ]
     more = len(records) - len(newest)
     if more:
-        rows.append(f"({more} older executions; raise limit to see them)")
+        older = f"{more} older execution{'s' if more != 1 else ''}"
+        rows.append(f"({older}; {call('list_python_executions', limit=len(records))} lists them all)")
     data = {
         "executions": [
             {

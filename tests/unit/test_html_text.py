@@ -103,7 +103,7 @@ def test_a_bokeh_bundle_is_a_note_not_its_script() -> None:
 
 def test_a_chart_that_was_not_drawn_says_why_after_its_repr() -> None:
     bundle = {"text/plain": "alt.Chart(...)", "text/html": "<div>" + "x" * 10 + "</div>"}
-    reason = "install warmkernel[plots] on the server to see it as a picture"
+    reason = "install warmkernel[plots] on the server to draw charts"
     assert render_bundle(bundle, Chart("text/html", reason)).text == (
         f"alt.Chart(...)\n[display: text/html 21 bytes: {reason}]"
     )

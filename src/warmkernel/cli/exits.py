@@ -22,7 +22,10 @@ STATE_VERBS = frozenset({"run", "input", "wait", "show", "nb run"})
 """Verbs whose exit status follows the execution's state."""
 
 
-EXIT_STATUSES = "exit status: 0 completed, 1 error, 2 usage, 3 still running, 4 interrupted/killed/died"
+EXIT_STATUSES = (
+    "exit status: 0 completed, 1 error, 2 usage, 3 still running, busy or waiting for input, "
+    "4 interrupted/killed/died"
+)
 
 
 def exit_status(verb: str, outcome: ToolOutcome) -> int:

@@ -104,7 +104,7 @@ def unavailable(mime: str) -> str | None:
     if family is None:
         return "not a chart type"
     if not _installed(_MODULES[family]):
-        return f"install {PLOTS_EXTRA} on the server to see it as a picture"
+        return f"install {PLOTS_EXTRA} on the server to draw charts"
     if family == "plotly" and chromium() is None:
         return "Plotly needs a Chrome or Chromium for kaleido, and none was found"
     return None

@@ -27,7 +27,12 @@ def read_reply(
     if record.output.dropped:
         return dropped_reply(record)
     if lo >= hi:
-        return Reply(EMPTY_READ, facts | {"first_line": None, "last_line": None, "text": ""})
+        text = (
+            EMPTY_READ
+            if total == 0
+            else f"No lines in that range: the {stream} output has {total} (1-{total})."
+        )
+        return Reply(text, facts | {"first_line": None, "last_line": None, "text": ""})
     budget = settings.read_max_chars
     shown: list[str] = []
     for line in record.output.iter_lines(stream, lo, hi):  # read lazily: the budget ends it

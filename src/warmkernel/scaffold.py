@@ -5,7 +5,8 @@ with a tool timeout longer than the longest wait and a smaller inline budget), a
 `.cursor/mcp.json` and `.vscode/mcp.json` when those directories exist; writes or refreshes a
 marked block in `AGENTS.md`, `.claude/skills/warmkernel/SKILL.md` and an existing `CLAUDE.md`;
 and returns the snippets for the hosts it did not configure. The server's command is one the
-host can run: `warmkernel` when it is on PATH, else its absolute path, or `uvx warmkernel`.
+host can run: `warmkernel` when it is on PATH, else its absolute path, or `uvx warmkernel`
+(`--from` the directory or wheel it was installed from, when that is local).
 Running it twice changes nothing; a file it cannot read is left untouched and named.
 """
 
@@ -79,20 +80,38 @@ class ServerCommand:
         return [*self.args, *more]
 
 
+def _local_source() -> str | None:
+    """The directory or wheel the running warmkernel was installed from, when not from an index
+    (its `direct_url.json`, PEP 610, names a `file:` URL)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    try:
+        recorded = distribution("warmkernel").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return None
+    url = urlparse(json.loads(recorded).get("url", "")) if recorded else None
+    return url2pathname(url.path) if url is not None and url.scheme == "file" else None
+
+
 def server_command(
     script: str,
     prefix: str = sys.prefix,
     environ: Mapping[str, str] = os.environ,
     which: Callable[[str], str | None] = shutil.which,
+    local_source: Callable[[], str | None] = _local_source,
 ) -> ServerCommand:
     """A command for the running warmkernel that a host can run: `uvx warmkernel mcp` when uvx
-    runs it, `python -m warmkernel mcp` when run so, `warmkernel mcp` when PATH finds this very
-    script, else the script's absolute path. uv puts the environment it runs on PATH (and says so
-    in `$UV`): then PATH is not the host's."""
+    runs it (`uvx --from SOURCE ...` when it was installed from a local directory or wheel, which
+    PyPI does not have), `python -m warmkernel mcp` when run so, `warmkernel mcp` when PATH finds
+    this very script, else the script's absolute path. uv puts the environment it runs on PATH
+    (and says so in `$UV`): then PATH is not the host's."""
     run_by_uv = "UV" in environ
     tool = Path(prefix).parent.name.startswith("archive-v") or (Path(prefix) / "uv-receipt.toml").is_file()
     if run_by_uv and tool:  # an environment uvx made, or the `uv tool install` one it reuses
-        return ServerCommand("uvx", ("warmkernel", "mcp"))
+        source = local_source()
+        return ServerCommand("uvx", (*(("--from", source) if source else ()), "warmkernel", "mcp"))
     path = Path(script).absolute()
     if path.name == "__main__.py":
         return ServerCommand(sys.executable, ("-m", "warmkernel", "mcp"))

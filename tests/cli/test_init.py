@@ -138,14 +138,17 @@ def test_the_installed_script_is_named_by_its_path_unless_path_finds_it(cli: Cli
 def test_uvx_is_named_as_uvx_and_a_path_uv_made_is_not_trusted(tmp_path: Path) -> None:
     by_uv = {"UV": "/usr/local/bin/uv"}
     cached = "/root/.cache/uv/archive-v0/Ab12"
-    assert server_command(f"{cached}/bin/warmkernel", cached, by_uv) == ServerCommand(
-        "uvx", ("warmkernel", "mcp")
-    )
+    from_pypi = ServerCommand("uvx", ("warmkernel", "mcp"))
+    assert server_command(f"{cached}/bin/warmkernel", cached, by_uv, local_source=lambda: None) == from_pypi
+    # installed from a clone or a wheel, which PyPI does not have: uvx is told where it is
+    assert server_command(
+        f"{cached}/bin/warmkernel", cached, by_uv, local_source=lambda: "/src/warmkernel"
+    ) == ServerCommand("uvx", ("--from", "/src/warmkernel", "warmkernel", "mcp"))
     tool = tmp_path / "tools" / "warmkernel"  # `uv tool install`'s, which uvx reuses
     (tool / "bin").mkdir(parents=True)
     (tool / "uv-receipt.toml").touch()
     script = str(tool / "bin" / "warmkernel")
-    assert server_command(script, str(tool), by_uv) == ServerCommand("uvx", ("warmkernel", "mcp"))
+    assert server_command(script, str(tool), by_uv, local_source=lambda: None) == from_pypi
     assert server_command(script, str(tool), {}, lambda _: script) == ServerCommand("warmkernel", ("mcp",))
     project = tmp_path / "project" / ".venv"  # `uv run warmkernel init`: uv put its bin on PATH
     ran = str(project / "bin" / "warmkernel")

@@ -131,4 +131,4 @@ def test_uvx_warmkernel_mcp_runs_the_kernel_in_the_projects_venv(
     )
     assert init.returncode == 0, init.stderr
     entry = json.loads((cli.workspace / ".mcp.json").read_text())["mcpServers"]["warmkernel"]
-    assert entry == {"command": "uvx", "args": ["warmkernel", "mcp"]}
+    assert entry == {"command": "uvx", "args": ["--from", str(installed.wheel), "warmkernel", "mcp"]}

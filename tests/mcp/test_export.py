@@ -28,6 +28,7 @@ CELLS = [
     f"display(Image(base64.b64decode('{ONE_PIXEL}')))",
     "import sys\nprint('careful', file=sys.stderr)\nprint('done')",
     "{'a': [1, 2]}",
+    "{f'key_{i}': 'x' * 20 for i in range(4)}",  # a value of several lines
     "1 / 0",
 ]
 
@@ -65,15 +66,15 @@ async def test_the_notebook_validates_and_reruns_with_nbclient_to_the_same_outpu
     assert done == {
         "format": "ipynb",
         "path": "session.ipynb",
-        "executions": [1, 2, 3, 4, 5],
-        "cells": 5,
+        "executions": [1, 2, 3, 4, 5, 6],
+        "cells": 6,
         "images": 1,
         "bytes": (tmp_path / "session.ipynb").stat().st_size,
     }
     exported = nbformat.read(tmp_path / "session.ipynb", as_version=4)
     nbformat.validate(exported)
     assert [cell.source for cell in exported.cells] == CELLS
-    assert [cell.metadata["warmkernel"]["state"] for cell in exported.cells] == [*["completed"] * 4, "error"]
+    assert [cell.metadata["warmkernel"]["state"] for cell in exported.cells] == [*["completed"] * 5, "error"]
     assert base64.b64decode(exported.cells[1].outputs[0].data["image/png"]) == base64.b64decode(ONE_PIXEL)
 
     rerun = nbformat.reads(nbformat.writes(exported), as_version=4)

@@ -175,6 +175,24 @@ def test_a_reloaded_record_without_placements_splits_its_results_at_the_out_labe
     assert outputs[1]["data"] == {"text/plain": "'value'"}
 
 
+def test_a_value_of_several_lines_is_one_execute_result_without_its_label_line() -> None:
+    frame = ["   a  b", "0  1  4", "1  2  5"]
+    lines: list[tuple[StreamName, str]] = [
+        ("stdout", "x"),
+        ("result", "Out[7]:"),
+        *(("result", row) for row in frame),
+    ]
+    expected = {
+        "output_type": "execute_result",
+        "execution_count": 7,
+        "data": {"text/plain": "\n".join(frame)},
+    }
+    with_placement = [(Placement(1, 5, None), False)]
+    for displays in (with_placement, []):  # live, and reloaded from the journal
+        outputs = notebook_outputs(*_split(lines), displays, {}, number=7, error=("", ""))
+        assert outputs[1] == expected | {"metadata": {}}
+
+
 # -- the four formats ---------------------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ say which stream each came from, into outputs:
 
 - consecutive `stdout` (or `stderr`) lines are one `stream` output, each line ended by `\\n`;
 - each display state is a `display_data`, or an `execute_result` when it carries the record's
-  `Out[N]: ` label (removed), with its text as `text/plain` and its image base64-encoded beside;
+  `Out[N]: ` label (removed; a value of several lines starts on the line after it), with its text
+  as `text/plain` and its image base64-encoded beside;
 - `traceback` lines are one `error` output with the record's error name and value.
 
 What Jupyter would no longer show is left out, as Jupyter saves a notebook: lines before the last
@@ -163,7 +164,7 @@ def notebook_outputs(
         index = first
         while index < end:
             placement = shown.get(index)
-            if group and (placement is not None or lines[index].startswith(label)):
+            if group and (placement is not None or _labelled(lines[index], label)):
                 outputs.append(_bundle(group, label, number))
                 group = []
             if placement is not None:
@@ -206,11 +207,17 @@ def _extend(output: Output, group: Sequence[str]) -> None:
         output["text"] += "\n".join(group) + "\n"
 
 
+def _labelled(line: str, label: str) -> bool:
+    """Whether a result line starts with the `Out[N]: ` label: before a one-line value, or alone
+    on its line before a value of several lines (`displays._labelled`)."""
+    return line.startswith(label) or line == label.rstrip()
+
+
 def _bundle(text: list[str], label: str, number: int) -> Output:
     """A display_data, or the execute_result that the label marks (the label itself removed)."""
-    result = bool(text) and text[0].startswith(label)
+    result = bool(text) and _labelled(text[0], label)
     if result:
-        text = [text[0].removeprefix(label), *text[1:]]
+        text = text[1:] if text[0] == label.rstrip() else [text[0].removeprefix(label), *text[1:]]
     data: dict[str, Any] = {"text/plain": "\n".join(text)} if text else {}
     if result:
         return {"output_type": "execute_result", "execution_count": number, "data": data, "metadata": {}}

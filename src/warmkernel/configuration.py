@@ -179,6 +179,7 @@ def _file_value(setting: Setting, raw: Any, shown: str) -> Any:
             raise WarmkernelError("invalid_config", f"{shown}: valid is a list, each {_valid(setting)}")
         return [_word_value(setting, str(item), shown) for item in raw]
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        _word_value(setting, _show(raw), shown)  # refused in the flag's own words, where it has them
         raise WarmkernelError("invalid_config", f"{shown}: valid is {_valid(setting)}")
     value = _word_value(setting, str(raw), shown)
     return value.expanduser() if isinstance(value, Path) else value

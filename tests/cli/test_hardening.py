@@ -226,6 +226,25 @@ def test_a_size_that_is_not_one_is_refused_with_the_valid_forms(cli: Cli) -> Non
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "why"),
+    [
+        ("--wait", "-1", "must be more than 0 seconds, not -1"),
+        ("--inline-chars", "-5", "must be 0 or more, not -5"),
+        ("--inline-lines", "0", "must be 1 or more, not 0"),
+        ("--max-kernels", "0", "must be 1 or more, not 0"),
+        ("--max-images", "-1", "must be 0 or more, not -1"),
+    ],
+)
+def test_a_number_out_of_its_range_is_refused_before_anything_starts(
+    cli: Cli, flag: str, value: str, why: str
+) -> None:
+    done = cli("mcp", flag, value)
+    assert done.returncode == 2
+    assert f"argument {flag}: {why}" in done.stderr
+    assert cli("sessions").stdout.strip() == "No live daemons."
+
+
 def test_the_guards_are_kernel_options_of_the_daemon(cli: Cli) -> None:
     assert cli("start", "--max-kernel-memory", "8G", "--max-cell-output-bytes", "1M").returncode == 0
     (descriptor,) = (cli.runtime / "daemons").glob("*.json")

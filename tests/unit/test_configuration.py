@@ -133,17 +133,24 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("inline_chars = 'many'\n", ':1: inline_chars = "many": valid is a whole number'),
-        ("wait = true\n", ":1: wait = true: valid is a number"),
+        ("inline_chars = 'many'\n", ':1: inline_chars = "many": expected a whole number, not \'many\''),
+        ("wait = true\n", ":1: wait = true: expected a number of seconds, not 'true'"),
+        ("idle_stop = true\n", ":1: idle_stop = true: expected a number of seconds, not 'true'"),
         ("spare_kernels = -1\n", ":1: spare_kernels = -1: must be 0 or more, not -1"),
+        ("wait = -1\n", ":1: wait = -1: must be more than 0 seconds, not -1"),
+        ("inline_lines = 0\n", ":1: inline_lines = 0: must be 1 or more, not 0"),
+        ("max_kernels = 0\n", ":1: max_kernels = 0: must be 1 or more, not 0"),
+        ("max_images = -1\n", ":1: max_images = -1: must be 0 or more, not -1"),
+        ("kernel_idle_stop = -5\n", ":1: kernel_idle_stop = -5: must be 0 or more, not -5"),
         ("result_mode = 'fancy'\n", ":1: result_mode = \"fancy\": valid is one of 'content', 'structured'"),
         ("save_outputs = 'no'\n", ':1: save_outputs = "no": valid is true or false'),
         ("\n\ninline_chrs = 8000\n", ":3: inline_chrs = 8000: unknown setting; did you mean inline_chars?"),
         ("inspect_timeout_s = 3\n", "inspect_timeout_s = 3: unknown setting; did you mean inspect_timeout?"),
         ("inline_chars = \n", " is not valid TOML: "),
     ],
-    ids=["not a number", "a bool for a number", "out of range", "not a choice", "not a bool", "unknown key",
-         "ipykeep's name", "malformed"],
+    ids=["not a number", "a bool for a number", "a bool for a duration", "out of range", "no wait",
+         "no line", "no kernel", "fewer than no image", "a negative idle time", "not a choice", "not a bool",
+         "unknown key", "ipykeep's name", "malformed"],
 )  # fmt: skip
 def test_a_bad_file_is_refused_in_one_line_naming_file_key_value_and_what_is_valid(
     workspace: Path, text: str, expected: str

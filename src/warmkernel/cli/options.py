@@ -51,6 +51,14 @@ def _count(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    """A whole number, 1 or more (argparse exits with status 2 otherwise)."""
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be 1 or more, not 0")
+    return value
+
+
 def _size(text: str) -> int:
     """A size in bytes, `8G` style (argparse exits with status 2 otherwise)."""
     try:
@@ -114,28 +122,28 @@ _OPTIONS = (
         "default_wait_s",
         "how long run_python waits for a cell before replying that it still runs",
         "SECONDS",
-        float,
+        _seconds,
     ),
     _Option(
         "--inline-lines",
         "inline_max_lines",
         "lines of a finished cell shown inline before head and tail",
         "N",
-        int,
+        _positive,
     ),
     _Option(
         "--inline-chars",
         "inline_max_chars",
         "characters of a finished cell shown inline before head and tail",
         "N",
-        int,
+        _positive,
     ),
     _Option(
         "--max-output-bytes",
         "max_output_bytes",
         "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
         "BYTES",
-        int,
+        _positive,
     ),
     _Option(
         "--max-cell-output-bytes",
@@ -158,7 +166,7 @@ _OPTIONS = (
         "spill_threshold_bytes",
         "an execution's output moves from memory to private files past this size",
         "BYTES",
-        int,
+        _count,
     ),
     _Option(
         "--spare-kernels",
@@ -173,14 +181,14 @@ _OPTIONS = (
         "max_kernels",
         "the most kernels (main and named ones) that run at once; a stopped kernel does not count",
         "N",
-        _count,
+        _positive,
     ),
     _Option(
         "--kernel-idle-stop",
         "kernel_idle_stop_s",
         "stop a kernel other than main after this long without a call or a running cell; 0: never",
         "SECONDS",
-        float,
+        _duration,
     ),
     _Option(
         "--jupyter-url",
@@ -263,7 +271,7 @@ _OPTIONS = (
         "inspect_timeout_s",
         "time budget of one variable summary or listing; past it a degraded summary comes back",
         "SECONDS",
-        float,
+        _seconds,
     ),
     _Option(
         "--inspect-sample-rows",
@@ -278,8 +286,8 @@ _OPTIONS = (
         "the notebook the nb verbs and the notebook tools use when a call gives no path",
         "NB",
     ),
-    _Option("--max-images", "max_images_per_reply", "images one reply shows; the rest named", "N", int),
-    _Option("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", int),
+    _Option("--max-images", "max_images_per_reply", "images one reply shows; the rest named", "N", _count),
+    _Option("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", _count),
 )
 
 

@@ -326,7 +326,7 @@ class Session:
             elif above_since is None:
                 above_since = time.monotonic()
                 if self._running is not None and self._running.kernel is kernel:
-                    self._running.interrupt()
+                    self._running.interrupt(memory_ceiling_reason(ceiling, used))
             elif time.monotonic() - above_since >= _MEMORY_GRACE_S:
                 await self._kill_over_ceiling(kernel, memory_ceiling_reason(ceiling, used))
                 return

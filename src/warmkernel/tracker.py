@@ -76,6 +76,8 @@ class ExecutionTracker:
         self._input_settle_s = input_settle_s
         self._started = False
         self._interrupt_requested = False
+        self._interrupt_reason = ""
+        """Why it was interrupted when not by a caller (the memory ceiling): its record says so."""
         self._interrupts = 0
         self._reply: Reply | None = None
         self._idle = False
@@ -144,7 +146,8 @@ class ExecutionTracker:
             case Status():
                 pass
         if self._reply is not None and self._idle and not record.state.finished:
-            self.finish(_state_of(self._reply, self._interrupt_requested))
+            state = _state_of(self._reply, self._interrupt_requested)
+            self.finish(state, reason=self._interrupt_reason if state is ExecutionState.INTERRUPTED else "")
 
     def _over_output_cap(self, event: Event) -> bool:
         """Count the event's output; past the cell's cap, drop it (one marker line says so).
@@ -277,13 +280,15 @@ class ExecutionTracker:
             state = ExecutionState.INTERRUPTED if self._interrupt_requested else ExecutionState.ERROR
             self.finish(state, reason="the kernel went idle without replying")
 
-    def interrupt(self) -> None:
-        """Interrupt now if the code is running, else as soon as it starts.
+    def interrupt(self, reason: str = "") -> None:
+        """Interrupt now if the code is running, else as soon as it starts; `reason` says why
+        when no caller asked (the memory ceiling).
 
         ipykernel ignores SIGINT between requests, so a signal sent before the kernel
         picked the cell up would be lost.
         """
         self._interrupt_requested = True
+        self._interrupt_reason = reason or self._interrupt_reason
         self._interrupts += 1
         if self.record.state is ExecutionState.AWAITING_INPUT:
             self._end_prompt("")  # SIGINT ends input() with KeyboardInterrupt

@@ -68,6 +68,21 @@ async def test_a_kernel_over_its_memory_ceiling_is_interrupted_then_killed_with_
         assert "Out[2]: 'fresh'" in text
 
 
+async def test_a_cell_interrupted_by_the_memory_ceiling_says_why(fresh_client: FreshClient) -> None:
+    freed_when_interrupted = (
+        "# warmkernel: --wait 60\nimport time\nhog = b'x' * (400 << 20)\ntry:\n    time.sleep(60)\n"
+        "finally:\n    del hog\n"
+    )
+    async with fresh_client(max_kernel_memory_bytes=300 << 20) as client:
+        with anyio.fail_after(60):
+            number, text = await run(client, freed_when_interrupted)
+        header = next(line for line in text.splitlines() if line.startswith(f"In [{number}]"))
+        assert "interrupted (memory ceiling 300M exceeded (" in header, header
+        status = await call(client, "python_execution_status", execution=number)
+        assert "reason: memory ceiling 300M exceeded (" in status
+        assert "Out[2]: 'same kernel'" in (await run(client, "'same kernel'"))[1]
+
+
 async def test_a_kernel_under_its_memory_ceiling_runs_untouched(fresh_client: FreshClient) -> None:
     async with fresh_client(max_kernel_memory_bytes=4 << 30) as client:
         assert "Out[1]: 3" in (await run(client, "import time; time.sleep(1.5); len(b'abc' * 1)"))[1]

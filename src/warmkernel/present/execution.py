@@ -95,7 +95,7 @@ def _image_call(record: ExecutionRecord, image: StoredImage) -> str:
 def _ending(record: ExecutionRecord) -> str:
     match record.state:
         case ExecutionState.INTERRUPTED:
-            return " interrupted"
+            return f" interrupted ({record.end_reason})" if record.end_reason else " interrupted"
         case ExecutionState.KILLED:
             return f" killed ({record.end_reason})"
         case ExecutionState.DIED:

@@ -290,7 +290,7 @@ async def reset_python(
 async def list_python_executions(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
-    return list_reply(session.records, args["limit"])
+    return list_reply(session.records, args["limit"], client_name(ctx))
 
 
 async def notebook_status(

@@ -69,11 +69,13 @@ async def test_a_cell_run_by_another_client_is_a_record(fresh_client: FreshClien
             assert reply["execution_count"] == 2  # the IDE's [2] is warmkernel's In [2]
             assert (await record_of(client, 2, finished=True))["state"] == "completed"
             listing = await facts(client, "list_python_executions")
-            assert listing["executions"][0]["first_line"] == "y = 7"
+            ide_record = listing["executions"][0]
+            assert ide_record["first_line"] == "y = 7" and "(jupyter session " in ide_record["client"]
             read = await facts(client, "read_python_output", execution=2)
             assert read["text"] == "from the IDE"
-            history = await call(client, "list_python_executions")
-            assert "y = 7" in history
+            history = (await call(client, "list_python_executions")).splitlines()
+            assert history[0].endswith(f"y = 7  · by {ide_record['client']}")
+            assert history[1].endswith("x = 1")  # this client's own cell names no one
             number, text = await run(client, "y * 6")
             assert number == 3 and text.endswith("42")
 

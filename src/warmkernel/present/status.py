@@ -229,13 +229,16 @@ def starting_reply(kernel: KernelInfo, waited_s: float) -> Reply:
     return Reply(text, {"kernel_starting": kernel.starting})
 
 
-def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
+def list_reply(records: Sequence[ExecutionRecord], limit: int, caller: str) -> Reply:
+    """The newest `limit` records, a row each; a cell another client sent (a person in JupyterLab,
+    another agent) names that client."""
     newest = list(reversed(records))[:limit]
     if not newest:
         return Reply("No executions yet.", {"executions": [], "total": 0})
     rows = [
         f"{r.number:>4}  {r.state.value:<11} {duration(r.elapsed()):>9}  "
         f"{r.output.line_count('combined'):>7} {_lines_word(r):<5}  {clip(r.first_line, 80)}"
+        + (f"  · by {r.client}" if r.client and r.client != caller else "")
         for r in newest
     ]
     more = len(records) - len(newest)
@@ -250,6 +253,7 @@ def list_reply(records: Sequence[ExecutionRecord], limit: int) -> Reply:
                 "elapsed_s": round(r.elapsed(), 3),
                 "first_line": r.first_line,
                 "lines": r.output.line_count("combined"),
+                "client": r.client or None,
             }
             for r in newest
         ],

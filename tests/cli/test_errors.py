@@ -54,3 +54,18 @@ def test_run_refuses_a_bad_timeout_as_its_flag_not_as_a_line_of_the_cell(cli: Cl
     done = cli("run", "1", "--timeout", "1e3")  # spelled in the directive without an exponent
     assert done.returncode == 0, done.stderr
     assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 1000")
+
+
+def test_run_refuses_a_bad_directive_before_starting_a_daemon(cli: Cli) -> None:
+    done = cli("run", "# warmkernel: --bogus\n1")
+    assert done.returncode == 2
+    assert done.stderr.startswith('warmkernel: invalid_directive: line 1: unknown option "--bogus"'), done
+    assert cli("sessions").stdout.strip() == "No live daemons."
+
+
+def test_run_reads_a_cells_own_directive_as_the_daemon_does_after_a_patch_literal(cli: Cli) -> None:
+    # Read as Python, the patch's embedded quotes would hide the directive inside a string.
+    cell = 'p = r"""\n*** Begin Patch\n*** Add File: a.py\n+x = """\n*** End Patch\n"""\n# warmkernel: --wait 5'
+    done = cli("run", cell, "--timeout", "7")  # the cell's own --wait stands; no second one is added
+    assert done.returncode == 0, done.stderr
+    assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 5")

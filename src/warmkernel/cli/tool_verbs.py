@@ -23,6 +23,7 @@ from warmkernel.cli.options import chosen_daemon
 from warmkernel.client import ToolOutcome, open_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import PREFIX, parse_directives
+from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.tool_params import Param, Tool, Verb
 from warmkernel.tool_specs import NOTEBOOK
 
@@ -115,10 +116,9 @@ def _with_directives(source: str, args: argparse.Namespace) -> str:
                 f"{directive.flag} {seconds:g} is not valid; {directive.flag} must be a finite number "
                 "of seconds, at least 0.001",
             )
-    try:
-        own = parse_directives(source)
-    except WarmkernelError:
-        return source  # the server reports the bad directive
+    # Read as the daemon reads them (after the patch literals), and refused here, before a daemon
+    # is started for a cell that cannot run.
+    own = parse_directives(transform_patch_literals(source).source)
     lines = [
         f"{PREFIX} {directive.directive} {_directive_seconds(getattr(args, directive.dest))}"
         for directive in RUN_DIRECTIVES

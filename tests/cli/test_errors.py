@@ -65,7 +65,8 @@ def test_run_refuses_a_bad_directive_before_starting_a_daemon(cli: Cli) -> None:
 
 def test_run_reads_a_cells_own_directive_as_the_daemon_does_after_a_patch_literal(cli: Cli) -> None:
     # Read as Python, the patch's embedded quotes would hide the directive inside a string.
-    cell = 'p = r"""\n*** Begin Patch\n*** Add File: a.py\n+x = """\n*** End Patch\n"""\n# warmkernel: --wait 5'
+    patch = '*** Begin Patch\n*** Add File: a.py\n+x = """\n*** End Patch\n'
+    cell = f'p = r"""\n{patch}"""\n# warmkernel: --wait 5'
     done = cli("run", cell, "--timeout", "7")  # the cell's own --wait stands; no second one is added
     assert done.returncode == 0, done.stderr
     assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 5")

@@ -344,7 +344,8 @@ def test_forget_deletes_the_journal_only_when_no_daemon_runs_on_it(cli: Cli) -> 
     assert cli("run", "1").returncode == 0
     refused = cli("forget")
     assert refused.returncode == 1 and "forget --stop" in refused.stderr
-    assert cli("forget", "--stop").stdout.startswith("forgot the records of ")
+    stopped, forgot = cli("forget", "--stop").stdout.splitlines()
+    assert stopped.startswith("stopped ") and forgot == f"forgot the records of {cli.workspace}"
     assert cli("sessions").stdout.strip() == "No live daemons."
     fresh = cli("run", "2")
     assert "In [1]" in fresh.stdout and "restarted" not in fresh.stdout

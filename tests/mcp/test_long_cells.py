@@ -202,7 +202,7 @@ async def test_send_python_input_to_a_cell_not_waiting_is_refused(client: Client
     assert (code, message) == (
         "not_awaiting_input",
         f"no execution is waiting for input (the latest, {idle}, is completed); "
-        "send_python_input answers a cell whose reply shows a prompt",
+        'send_python_input(text="...") answers a cell whose reply shows a prompt',
     )
     async with cell(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(60)") as (number, _):
         code, message = await call_error(client, "send_python_input", text="x", execution=number)

@@ -179,9 +179,12 @@ def forget(args: argparse.Namespace) -> int:
                 "`warmkernel forget --stop` stops it first",
             )
         stop_daemon(descriptor)
+        if not args.json:
+            print(f"stopped {descriptor.describe()}")
     forgotten = journal.forget(workspace, state_dir_of(args))
     if args.json:
-        print(json.dumps({"forgotten": forgotten, "workspace": str(workspace)}))
+        stopped = descriptor.id if descriptor is not None else None
+        print(json.dumps({"forgotten": forgotten, "workspace": str(workspace), "stopped": stopped}))
     else:
         print(f"forgot the records of {workspace}" if forgotten else f"no records were kept for {workspace}")
     return EXIT_OK

@@ -48,7 +48,7 @@ def not_awaiting(record: ExecutionRecord, execution: int | None) -> WarmkernelEr
     if execution is None and record.state.finished:
         message = (
             f"no execution is waiting for input (the latest, {record.number}, is {record.state.value}); "
-            "send_python_input answers a cell whose reply shows a prompt"
+            f"{call('send_python_input', text='...')} answers a cell whose reply shows a prompt"
         )
     elif record.state is ExecutionState.RUNNING:
         message = (

@@ -389,6 +389,24 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
     assert server.wait(30) == 0
     server.stderr.close()
     assert _daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
+    assert "public_token" not in line  # the caller gave the token
+
+    generated = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "serve", "--port", "0"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert generated.stderr is not None
+    line = generated.stderr.readline()
+    token = _daemon(cli)["public_token"]
+    assert line.rstrip().endswith("its bearer token is the public_token of `warmkernel sessions --json`")
+    assert token and token not in line
+    generated.send_signal(signal.SIGTERM)
+    assert generated.wait(30) == 0
+    generated.stderr.close()
 
 
 def _initialize() -> dict[str, Any]:

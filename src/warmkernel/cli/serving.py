@@ -67,9 +67,15 @@ def serve(args: argparse.Namespace) -> int:
     }
     sock, answer = open_socket(descriptor, "serve", options=reply_options(args), serve=endpoint)
     with sock:
-        # stderr: stdout stays free for scripts; the token is in `warmkernel sessions --json`.
+        # stderr: stdout stays free for scripts. A generated token is not printed (logs keep
+        # stderr); it is where only this user reads it.
+        where = (
+            ""
+            if args.token or os.environ.get("WARMKERNEL_TOKEN")
+            else "; its bearer token is the public_token of `warmkernel sessions --json`"
+        )
         print(
-            f"warmkernel: serving MCP at {answer['url']} (daemon {descriptor.id})",
+            f"warmkernel: serving MCP at {answer['url']} (daemon {descriptor.id}){where}",
             file=sys.stderr,
             flush=True,
         )

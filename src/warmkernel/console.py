@@ -10,7 +10,7 @@ it load nothing from elsewhere.
 
 Routes (all JSON but the page, its two files, the images and the event stream):
   GET  /                  the page (`/?token=T` sets the cookie and redirects here)
-  GET  /static/console.js, /static/console.css
+  GET  /static/console.js, /static/console.css, /static/favicon.svg
   GET  /events            server-sent events: `kernels`, the facts of every kernel, on each change
   GET  /api/kernels/{k}/executions?offset=&limit=   a page of the list, newest first
   GET  /api/kernels/{k}/executions/{n}              one execution
@@ -53,7 +53,7 @@ KernelsByName = Callable[[], Mapping[str, Session]]
 """The daemon's kernels by name, as they are now (the page lists what this returns)."""
 
 PAGE_DIR = Path(__file__).parent / "console_page"
-_STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
+_STATIC = {"console.js": "text/javascript", "console.css": "text/css", "favicon.svg": "image/svg+xml"}
 FRAME_S = 0.25
 """While a cell runs, the event stream sends the kernels' facts at most this often."""
 KEEPALIVE_S = 15.0

@@ -187,6 +187,20 @@ LAST_LINE_MOVED = """([first]) => {
 }"""
 
 
+def test_the_page_loads_without_a_failed_request_or_a_console_error(browser: Any, daemon_cli: Cli) -> None:
+    from playwright.sync_api import expect
+
+    tab = browser.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda message: message.type == "error" and problems.append(message.text))
+    tab.on("response", lambda response: response.status >= 400 and problems.append(response.url))
+    tab.goto(view_link(daemon_cli))
+    expect(tab.locator("#connection")).to_have_text("live", timeout=WAIT_MS)
+    tab.wait_for_load_state("networkidle")
+    tab.close()
+    assert problems == []
+
+
 def test_the_page_follows_a_running_cells_progress_line_and_interrupts_it(page: Any, daemon_cli: Cli) -> None:
     from playwright.sync_api import expect
 

@@ -145,13 +145,19 @@ def load_summarizers(workspace: Path) -> tuple[str, ...]:
     if found is None:
         return ()
     entries, where = found
-    if not isinstance(entries, list) or not all(
+    problem = summarizers_problem(entries)
+    if problem is not None:
+        raise WarmkernelError("invalid_config", f"{where} {problem}")
+    return tuple(entries)
+
+
+def summarizers_problem(entries: Any) -> str | None:
+    """Why `entries` is no `summarizers` value; None when it is one."""
+    if isinstance(entries, list) and all(
         isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
     ):
-        raise WarmkernelError(
-            "invalid_config", f'{where} must be a list of "package.module:function" strings, not {entries!r}'
-        )
-    return tuple(entries)
+        return None
+    return f'must be a list of "package.module:function" strings, not {entries!r}'
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from warmkernel.config import summarizers_problem
 from warmkernel.errors import WarmkernelError
 
 ENV_PREFIX = "WARMKERNEL_"
@@ -152,6 +153,7 @@ def _file_values(
         where = f"{path}:{line}" if line else str(path)
         shown = f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
         if project and key in PROJECT_TABLES:
+            _check_inspection(path, text, (*table_path, key), raw, shown)
             continue
         setting = settings.get(key)
         if setting is None:
@@ -166,6 +168,25 @@ def _file_values(
             )
         found[key] = Found(_file_value(setting, raw, shown), Source("project" if project else "user", where))
     return found
+
+
+def _check_inspection(path: Path, text: str, table_path: tuple[str, ...], table: Any, shown: str) -> None:
+    """The `[inspection]` table, refused as a setting is (the daemon reads it at its start)."""
+    if not isinstance(table, dict):
+        raise WarmkernelError(
+            "invalid_config", f'{shown}: valid is a table: summarizers = ["package.module:function"]'
+        )
+    for key, raw in table.items():
+        line = _line_of(text, table_path, key)
+        where = f"{path}:{line}" if line else str(path)
+        entry = f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
+        if key != "summarizers":
+            raise WarmkernelError(
+                "invalid_config", f"{entry}: unknown setting; the inspection table has summarizers"
+            )
+        problem = summarizers_problem(raw)
+        if problem is not None:
+            raise WarmkernelError("invalid_config", f"{entry}: {problem}")
 
 
 def _file_value(setting: Setting, raw: Any, shown: str) -> Any:

@@ -761,7 +761,12 @@ class Session:
         """Add the executions as code cells of the notebook at `path`; the notebook as shown, and what
         was added. A notebook this kernel is bound to keeps its cells' facts; not while its cells run."""
         records = self.select_many(selection)
-        located = locate(self.workspace.path, str(inside_workspace(self.workspace.path, path)))
+        try:
+            located = locate(self.workspace.path, str(inside_workspace(self.workspace.path, path)))
+        except WarmkernelError as exc:
+            if exc.code != "notebook_not_found":
+                raise
+            raise refusals.no_notebook_to_add_to(exc, path, selection) from None
         binding = self._notebook if self._notebook is not None and self._notebook.is_for(located) else None
         if binding is not None and self._notebook_run is not None:
             raise refusals.notebook_busy(self._notebook_run, "no cell was added")

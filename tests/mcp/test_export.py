@@ -191,10 +191,12 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
             kernel="nb-nb",
         )
         assert code == "invalid_arguments"
-        code, _ = await call_error(
-            client, "executions_to_notebook", executions="1", path="missing.ipynb", kernel="nb-nb"
+        code, message = await call_error(
+            client, "executions_to_notebook", executions="1,2-3", path="missing.ipynb", kernel="nb-nb"
         )
         assert code == "notebook_not_found"
+        export = 'export_python_executions(executions="1,2-3", path="missing.ipynb", kernel="nb-nb")'
+        assert message.endswith(f". {export} writes them as a new notebook"), message
     after = path.read_text(encoding="utf-8")
     new_cell = json.loads(after)["cells"][2]
     assert new_cell["outputs"] == [{"name": "stdout", "output_type": "stream", "text": ["ratio 2.0\n"]}]

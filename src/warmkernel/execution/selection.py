@@ -31,5 +31,10 @@ def parse_selection(text: str) -> Selection:
     return tuple(ranges)
 
 
+def selection_text(selection: Selection) -> str:
+    """The selection as a call writes it: `((3, 3), (5, 9))` as `"3,5-9"`."""
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in selection)
+
+
 def _invalid(text: str, why: str) -> WarmkernelError:
     return WarmkernelError("invalid_executions", f"executions={text!r} is not valid: {why}; give {_VALID}")

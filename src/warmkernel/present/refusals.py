@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.execution.selection import Selection, selection_text
 from warmkernel.notebook.binding import NotebookRun
 from warmkernel.present.hints import call
 from warmkernel.types import ExecutionState
@@ -89,6 +90,12 @@ def notebook_has_kernel(holder: str, notebook: str, wanted: str) -> WarmkernelEr
         f"{call('notebook_status', path=notebook)} uses {holder}, or "
         f"{call('stop_python_kernel', name=holder)} first to bind {notebook} to {wanted}",
     )
+
+
+def no_notebook_to_add_to(missing: WarmkernelError, path: str, executions: Selection) -> WarmkernelError:
+    """`notebook_not_found` for executions_to_notebook, which adds to a notebook that exists."""
+    export = call("export_python_executions", executions=selection_text(executions), path=path)
+    return WarmkernelError("notebook_not_found", f"{missing.message}. {export} writes them as a new notebook")
 
 
 def no_kernel(name: str, kernels: list[str]) -> WarmkernelError:

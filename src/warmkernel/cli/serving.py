@@ -56,7 +56,8 @@ def serve(args: argparse.Namespace) -> int:
     from warmkernel.http_transport import check_bind, new_token
 
     check_bind(args.host, args.allowed_host)  # before a daemon is started for nothing
-    token = args.token or os.environ.get("WARMKERNEL_TOKEN") or new_token()
+    given = args.token or os.environ.get("WARMKERNEL_TOKEN")
+    token = given or new_token()
     descriptor, _ = workspace_daemon(args)
     endpoint = {
         "host": args.host,
@@ -69,11 +70,7 @@ def serve(args: argparse.Namespace) -> int:
     with sock:
         # stderr: stdout stays free for scripts. A generated token is not printed (logs keep
         # stderr); it is where only this user reads it.
-        where = (
-            ""
-            if args.token or os.environ.get("WARMKERNEL_TOKEN")
-            else "; its bearer token is the public_token of `warmkernel sessions --json`"
-        )
+        where = "" if given else "; its bearer token is the public_token of `warmkernel sessions --json`"
         print(
             f"warmkernel: serving MCP at {answer['url']} (daemon {descriptor.id}){where}",
             file=sys.stderr,

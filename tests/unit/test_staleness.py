@@ -647,6 +647,8 @@ def test_select_one_cell_by_id_or_index_and_name_the_valid_ones() -> None:
     with pytest.raises(WarmkernelError) as raised:
         select_cell(status, "all")
     assert raised.value.message == "unknown cell 'all': give a code-cell index 0-3 or id (a, b, c, d)"
+    skipping = evaluate(cells("x = 1", "", "y = x"), KernelFacts())  # an empty cell is skipped
+    assert skipping.cells[1].state == "skipped" and select_cell(skipping, 1) == "b"  # still one to watch
 
 
 def test_select_unknown_cells_in_a_long_notebook_lists_twenty_ids() -> None:

@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -361,9 +363,12 @@ def test_a_client_of_another_version_says_so_and_keeps_working(cli: Cli) -> None
     assert "runs warmkernel 0.0.1" in done.stdout
 
 
-def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli) -> None:
+@contextmanager
+def _serving(cli: Cli, *flags: str) -> Iterator[str]:
+    """`warmkernel serve --port 0 FLAGS` until the block ends (SIGTERM, which it exits 0 on); its
+    first line on stderr."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "serve", "--port", "0", "--token", "secret"],
+        [sys.executable, "-m", "warmkernel", "serve", "--port", "0", *flags],
         cwd=cli.workspace,
         env=cli.env,
         stdin=subprocess.DEVNULL,
@@ -371,42 +376,34 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
         text=True,
     )
     assert server.stderr is not None
-    line = server.stderr.readline()
-    url = line.split("serving MCP at ")[1].split()[0]
-
-    async def http_client() -> str:
-        async with connect(url, "secret") as client:
-            await run(client, "over_http = 'hi'")
-            assert "public" not in text_of(await client.call_tool("python_status", {}))
-            code, _ = await call_error(client, "read_python_output", line_range="x")
-            assert code == "invalid_line_range"
-        return url
-
-    anyio.run(http_client)
-    assert _daemon(cli)["public_url"] == url
-    assert cli("run", "over_http").stdout.splitlines()[-1] == "Out[2]: 'hi'"
-    server.send_signal(signal.SIGTERM)
+    with server.stderr:
+        try:
+            yield server.stderr.readline()
+        finally:
+            server.send_signal(signal.SIGTERM)
     assert server.wait(30) == 0
-    server.stderr.close()
+
+
+def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli) -> None:
+    with _serving(cli, "--token", "secret") as line:
+        url = line.split("serving MCP at ")[1].split()[0]
+
+        async def http_client() -> None:
+            async with connect(url, "secret") as client:
+                await run(client, "over_http = 'hi'")
+                assert "public" not in text_of(await client.call_tool("python_status", {}))
+                code, _ = await call_error(client, "read_python_output", line_range="x")
+                assert code == "invalid_line_range"
+
+        anyio.run(http_client)
+        assert _daemon(cli)["public_url"] == url
+        assert cli("run", "over_http").stdout.splitlines()[-1] == "Out[2]: 'hi'"
     assert _daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
     assert "public_token" not in line  # the caller gave the token
-
-    generated = subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "serve", "--port", "0"],
-        cwd=cli.workspace,
-        env=cli.env,
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert generated.stderr is not None
-    line = generated.stderr.readline()
-    token = _daemon(cli)["public_token"]
-    assert line.rstrip().endswith("its bearer token is the public_token of `warmkernel sessions --json`")
-    assert token and token not in line
-    generated.send_signal(signal.SIGTERM)
-    assert generated.wait(30) == 0
-    generated.stderr.close()
+    with _serving(cli) as line:
+        token = _daemon(cli)["public_token"]
+        assert line.rstrip().endswith("its bearer token is the public_token of `warmkernel sessions --json`")
+        assert token and token not in line
 
 
 def _initialize() -> dict[str, Any]:

@@ -314,9 +314,10 @@ def test_ephemeral_owns_its_kernel_and_leaves_nothing(cli: Cli) -> None:
 
 
 def test_an_idle_daemon_stops_by_itself(cli: Cli) -> None:
-    assert cli("start", "--idle-stop", "1").returncode == 0
-    daemon = _daemon(cli)
-    assert daemon["idle_stop_s"] == 1
+    started = cli("start", "--idle-stop", "1", "--json")  # its answer: it may be gone a second later
+    assert started.returncode == 0, started.stderr
+    daemon = json.loads(started.stdout)
+    assert daemon["started"] and daemon["idle_stop_s"] == 1
     assert _gone(daemon["pid"])
     assert cli("sessions").stdout.strip() == "No live daemons."
 

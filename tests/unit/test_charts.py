@@ -136,6 +136,21 @@ async def test_an_idle_chromium_is_closed_and_the_next_figure_opens_one() -> Non
 
 
 @needs_a_browser
+async def test_a_browser_whose_page_lost_kaleidos_script_is_replaced_and_the_figure_drawn() -> None:
+    """As kaleido's own race leaves it on a slow machine: its tab runs figures in a page without
+    its script (`kaleido_scopes is not defined`)."""
+    async with Charts.open(timeout_s=120) as charts:
+        assert isinstance(await charts.render(PLOTLY, FIGURE), Image)
+        opened = browsers()
+        kaleido_tab = charts._browser.tabs_ready.get_nowait()  # pyright: ignore[reportPrivateUsage]
+        await kaleido_tab.tab.send_command("Runtime.evaluate", params={"expression": "delete kaleido_scopes"})
+        charts._browser.tabs_ready.put_nowait(kaleido_tab)  # pyright: ignore[reportPrivateUsage]
+        assert isinstance(await charts.render(PLOTLY, FIGURE), Image)
+        assert await closed(opened)  # the broken one was closed
+        assert browsers() and browsers() != opened
+
+
+@needs_a_browser
 async def test_a_figure_cut_short_leaves_the_next_one_drawn() -> None:
     many = {"data": [{"type": "scatter", "x": list(range(300_000)), "y": list(range(300_000))}]}
     async with Charts.open(timeout_s=120) as charts:

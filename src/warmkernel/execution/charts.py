@@ -139,6 +139,11 @@ def chromium() -> str | None:
     return found if found is not None and os.access(found, os.X_OK) else None
 
 
+_SCRIPT_NOT_LOADED = "kaleido_scopes is not defined"
+"""What kaleido says when it ran a figure in its tab before the tab's page had loaded its script:
+a race of kaleido's own, seen on a slow machine, after which that browser draws nothing."""
+
+
 class Charts:
     """Draws charts as PNGs, each within `timeout_s`, for every kernel of a server.
 
@@ -214,18 +219,14 @@ class Charts:
     ) -> None:
         self._drawing += 1
         try:
-            async with self._opening:
-                if self._browser is None:
-                    import kaleido
-
-                    browser = kaleido.Kaleido(n=1)
-                    try:
-                        await browser.open()
-                    except BaseException:
-                        await _close(browser)
-                        raise
-                    self._browser = browser
-            drawn.append(await self._browser.calc_fig(figure, opts=opts))
+            try:
+                png = await self._calc_fig(figure, opts)
+            except Exception as exc:
+                if _SCRIPT_NOT_LOADED not in str(exc):
+                    raise
+                await self._discard_browser()  # a new one loads its page again
+                png = await self._calc_fig(figure, opts)
+            drawn.append(png)
         except Exception as exc:
             drawn.append(exc)
         finally:
@@ -233,14 +234,35 @@ class Charts:
             self._last_drawn = time.monotonic()
             done.set()
 
+    async def _calc_fig(self, figure: dict[str, Any], opts: dict[str, Any]) -> bytes:
+        """The figure drawn by kaleido's browser, opened first if none is."""
+        async with self._opening:
+            if self._browser is None:
+                import kaleido
+
+                browser = kaleido.Kaleido(n=1)
+                try:
+                    await browser.open()
+                except BaseException:
+                    await _close(browser)
+                    raise
+                self._browser = browser
+            browser = self._browser
+        return await browser.calc_fig(figure, opts=opts)
+
+    async def _discard_browser(self, *, unless_busy: bool = False) -> None:
+        """Close the browser, so that the next figure opens a new one; with `unless_busy`, only
+        when no figure was drawn for `idle_s` and none is being drawn."""
+        async with self._opening:  # a figure that starts meanwhile waits, and finds it closed
+            if unless_busy and (self._drawing or time.monotonic() - self._last_drawn < self._idle_s):
+                return
+            browser, self._browser = self._browser, None
+        await _close(browser)
+
     async def _close_when_idle(self) -> None:
         while True:
             await anyio.sleep(self._idle_s / 4)
-            async with self._opening:  # a figure that starts meanwhile waits, and finds it closed
-                if self._drawing or time.monotonic() - self._last_drawn < self._idle_s:
-                    continue
-                browser, self._browser = self._browser, None
-            await _close(browser)
+            await self._discard_browser(unless_busy=True)
 
 
 async def _close(browser: Any) -> None:

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
-
-from warmkernel.errors import WarmkernelError
+from typing import Literal
 
 ResultMode = Literal["content", "structured"]
 
@@ -113,87 +108,3 @@ class Settings:
     jupyter_notebook: str | None = None
     """A notebook path on the Jupyter server: the kernel joins that notebook's server session, so an
     IDE opening the notebook there attaches to it."""
-
-
-_SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
-
-
-def _setting(workspace: Path, *keys: str) -> tuple[Any, str] | None:
-    """The value at `keys` in `warmkernel.toml`, else under `[tool.warmkernel]` of `pyproject.toml`,
-    in the workspace, with where it was found (for messages); None when neither sets it."""
-    for name, prefix in (("warmkernel.toml", ()), ("pyproject.toml", ("tool", "warmkernel"))):
-        path = workspace / name
-        try:
-            table: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            continue
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise WarmkernelError("invalid_config", f"{path} cannot be read: {exc}") from exc
-        *tables, key = (*prefix, *keys)
-        for name_ in tables:
-            table = table.get(name_) if isinstance(table, dict) else None
-        if isinstance(table, dict) and key in table:
-            section = ".".join(tables)
-            return table[key], f"{path} {f'[{section}] ' if section else ''}{key}"
-    return None
-
-
-def load_summarizers(workspace: Path) -> tuple[str, ...]:
-    """`summarizers` from `warmkernel.toml` ([inspection]), else `pyproject.toml`
-    ([tool.warmkernel.inspection]), in the workspace; `()` when neither sets it."""
-    found = _setting(workspace, "inspection", "summarizers")
-    if found is None:
-        return ()
-    entries, where = found
-    problem = summarizers_problem(entries)
-    if problem is not None:
-        raise WarmkernelError("invalid_config", f"{where} {problem}")
-    return tuple(entries)
-
-
-def summarizers_problem(entries: Any) -> str | None:
-    """Why `entries` is no `summarizers` value; None when it is one."""
-    if isinstance(entries, list) and all(
-        isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
-    ):
-        return None
-    return f'must be a list of "package.module:function" strings, not {entries!r}'
-
-
-@dataclass(frozen=True)
-class Lifetime:
-    """How long a workspace's daemon lives, and where its journal is kept; None: not configured."""
-
-    idle_stop_s: float | None = None
-    state_dir: Path | None = None
-
-
-def load_lifetime(workspace: Path) -> Lifetime:
-    """`idle_stop` (seconds, 0: never) and `state_dir` (a path, `~` expanded, relative to the
-    workspace) from the workspace's `warmkernel.toml` or `[tool.warmkernel]` of `pyproject.toml`."""
-    idle_stop_s = state_dir = None
-    if (found := _setting(workspace, "idle_stop")) is not None:
-        value, where = found
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise WarmkernelError(
-                "invalid_config", f"{where} must be a number of seconds >= 0, not {value!r}"
-            )
-        idle_stop_s = float(value)
-    if (found := _setting(workspace, "state_dir")) is not None:
-        value, where = found
-        if not isinstance(value, str) or not value:
-            raise WarmkernelError("invalid_config", f"{where} must be a directory path, not {value!r}")
-        state_dir = workspace / Path(value).expanduser()
-    return Lifetime(idle_stop_s, state_dir)
-
-
-def load_add_ipykernel(workspace: Path) -> bool | None:
-    """`add_ipykernel` (true or false) from the workspace's `warmkernel.toml` or `[tool.warmkernel]`
-    of `pyproject.toml`; None when neither sets it."""
-    found = _setting(workspace, "add_ipykernel")
-    if found is None:
-        return None
-    value, where = found
-    if not isinstance(value, bool):
-        raise WarmkernelError("invalid_config", f"{where} must be true or false, not {value!r}")
-    return value

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from warmkernel.config import summarizers_problem
 from warmkernel.errors import WarmkernelError
 
 ENV_PREFIX = "WARMKERNEL_"
@@ -28,6 +27,7 @@ PROJECT_TABLES = frozenset({"inspection"})
 """Tables a project file may hold beside the settings (`[inspection] summarizers`)."""
 
 Layer = Literal["default", "user", "project", "environment", "flag"]
+_SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class Configuration:
 
     values: Mapping[str, Found]
     files: tuple[Path, ...]
+    summarizers: tuple[str, ...] = ()
+    """The project's `[inspection] summarizers` (`warmkernel.toml`'s win over `pyproject.toml`'s)."""
 
 
 def user_config_file(env: Mapping[str, str] = os.environ) -> Path:
@@ -102,6 +104,7 @@ def load(settings: Sequence[Setting], workspace: Path, env: Mapping[str, str] = 
     by_name = {setting.name: setting for setting in settings}
     values: dict[str, Found] = {}
     files: list[Path] = []
+    summarizers: tuple[str, ...] = ()
     user = user_config_file(env)
     for path, table, layer in [
         (user, (), "user"),
@@ -114,9 +117,11 @@ def load(settings: Sequence[Setting], workspace: Path, env: Mapping[str, str] = 
         if found is None:
             continue
         files.append(path)
-        values |= found
+        file_values, file_summarizers = found
+        values |= file_values
+        summarizers = summarizers if file_summarizers is None else file_summarizers
     values |= _environment_values(settings, env)
-    return Configuration(values, tuple(files))
+    return Configuration(values, tuple(files), summarizers)
 
 
 def _read(path: Path) -> str | None:
@@ -136,8 +141,9 @@ def _file_values(
     *,
     project: bool,
     user_file: Path,
-) -> dict[str, Found] | None:
-    """The settings one file sets; None when it has no warmkernel table (a pyproject of another tool)."""
+) -> tuple[dict[str, Found], tuple[str, ...] | None] | None:
+    """The settings one file sets, and its summarizers (None: it sets none); None when it has no
+    warmkernel table (a pyproject of another tool)."""
     try:
         document: Any = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -148,12 +154,13 @@ def _file_values(
     if not isinstance(table, dict):
         return None
     found: dict[str, Found] = {}
+    summarizers: tuple[str, ...] | None = None
     for key, raw in table.items():
         line = _line_of(text, table_path, key)
         where = f"{path}:{line}" if line else str(path)
         shown = f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
         if project and key in PROJECT_TABLES:
-            _check_inspection(path, text, (*table_path, key), raw, shown)
+            summarizers = _inspection(path, text, (*table_path, key), raw, shown)
             continue
         setting = settings.get(key)
         if setting is None:
@@ -167,11 +174,13 @@ def _file_values(
                 f"${setting.variable} in the environment, or {key} in {user_file}",
             )
         found[key] = Found(_file_value(setting, raw, shown), Source("project" if project else "user", where))
-    return found
+    return found, summarizers
 
 
-def _check_inspection(path: Path, text: str, table_path: tuple[str, ...], table: Any, shown: str) -> None:
-    """The `[inspection]` table, refused as a setting is (the daemon reads it at its start)."""
+def _inspection(
+    path: Path, text: str, table_path: tuple[str, ...], table: Any, shown: str
+) -> tuple[str, ...] | None:
+    """The summarizers of an `[inspection]` table (None: it names none), refused as a setting is."""
     if not isinstance(table, dict):
         raise WarmkernelError(
             "invalid_config", f'{shown}: valid is a table: summarizers = ["package.module:function"]'
@@ -184,9 +193,20 @@ def _check_inspection(path: Path, text: str, table_path: tuple[str, ...], table:
             raise WarmkernelError(
                 "invalid_config", f"{entry}: unknown setting; the inspection table has summarizers"
             )
-        problem = summarizers_problem(raw)
+        problem = _summarizers_problem(raw)
         if problem is not None:
             raise WarmkernelError("invalid_config", f"{entry}: {problem}")
+    summarizers = table.get("summarizers")
+    return None if summarizers is None else tuple(summarizers)
+
+
+def _summarizers_problem(entries: Any) -> str | None:
+    """Why `entries` is no `summarizers` value; None when it is one."""
+    if isinstance(entries, list) and all(
+        isinstance(entry, str) and _SUMMARIZER.fullmatch(entry) for entry in entries
+    ):
+        return None
+    return f'must be a list of "package.module:function" strings, not {entries!r}'
 
 
 def _file_value(setting: Setting, raw: Any, shown: str) -> Any:

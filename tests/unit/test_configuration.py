@@ -195,6 +195,43 @@ def test_a_pyproject_of_another_tool_is_not_a_configuration_file(workspace: Path
     assert configure(build_parser(), ["mcp"]).configuration.files == ()
 
 
+PYPROJECT = """\
+[project]
+name = "demo"
+
+[tool.warmkernel.inspection]
+summarizers = ["team.summaries:frame", "other:Summaries.model"]
+"""
+
+
+def _summarizers() -> tuple[str, ...]:
+    return configure(build_parser(), ["mcp"]).configuration.summarizers
+
+
+def test_summarizers_are_read_from_pyproject_and_warmkernel_toml_wins(workspace: Path) -> None:
+    assert _summarizers() == ()
+    (workspace / "pyproject.toml").write_text(PYPROJECT)
+    assert _summarizers() == ("team.summaries:frame", "other:Summaries.model")
+    (workspace / "warmkernel.toml").write_text("[inspection]\n")
+    assert _summarizers() == ("team.summaries:frame", "other:Summaries.model"), "no key: pyproject's"
+    (workspace / "warmkernel.toml").write_text('[inspection]\nsummarizers = ["local:mine"]\n')
+    assert _summarizers() == ("local:mine",)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['"pkg:func"', '["pkg.func"]', '["pkg:"]', '[":func"]', '["1pkg:func"]', '["pkg:func()"]', "[1]"],
+)
+def test_summarizers_that_are_not_module_colon_function_strings_are_invalid_config(
+    workspace: Path, value: str
+) -> None:
+    (workspace / "pyproject.toml").write_text(f"[tool.warmkernel.inspection]\nsummarizers = {value}\n")
+    with pytest.raises(WarmkernelError) as caught:
+        _summarizers()
+    assert caught.value.code == "invalid_config"
+    assert '"package.module:function"' in caught.value.message
+
+
 def test_stop_works_whatever_the_configuration_says(workspace: Path) -> None:
     (workspace / "warmkernel.toml").write_text("not toml at all")
     assert configure(build_parser(), ["stop", "--all"]).all is True

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from warmkernel.config import load_add_ipykernel
-from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.environment import Environment, Which, find_environment, search_directories
 
 
@@ -146,20 +144,6 @@ def test_a_given_interpreter_is_used_as_given(tmp_path: Path) -> None:
     found = find_environment("/opt/py/bin/python", tmp_path, {"VIRTUAL_ENV": "/elsewhere"}, no_tools)
     assert (found.kind, found.command) == ("given", ("/opt/py/bin/python",))
     assert found.describe() == "/opt/py/bin/python (given by --python)"
-
-
-def test_add_ipykernel_is_read_from_the_projects_configuration(tmp_path: Path) -> None:
-    assert load_add_ipykernel(tmp_path) is None
-    (tmp_path / "pyproject.toml").write_text("[tool.warmkernel]\nadd_ipykernel = true\n")
-    assert load_add_ipykernel(tmp_path) is True
-    (tmp_path / "warmkernel.toml").write_text('add_ipykernel = "yes"\n')
-    with pytest.raises(WarmkernelError) as refused:
-        load_add_ipykernel(tmp_path)
-    assert refused.value.code == "invalid_config"
-    assert (
-        refused.value.message
-        == f"{tmp_path / 'warmkernel.toml'} add_ipykernel must be true or false, not 'yes'"
-    )
 
 
 def test_a_kernel_in_a_venv_finds_its_tools_first_as_an_activated_one_would(repo: Path) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from warmkernel.configuration import Configuration, Found, Setting, Source, load
+from warmkernel.configuration import Found, Setting, Source, load
 from warmkernel.workspace import Workspace, resolve_workspace
 
 CONFIGURABLE_VERBS = ("mcp", "serve", "start")
@@ -115,7 +116,7 @@ def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse
             values[setting.name] = Found(getattr(args, setting.dest), Source("flag", setting.flag))
     args.workspace = workspace
     args.settings = settings
-    args.configuration = Configuration(values, configuration.files)
+    args.configuration = replace(configuration, values=values)
     return args
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.cli.configured import workspace_of
-from warmkernel.config import REPLY_SETTINGS, Settings, load_add_ipykernel, load_lifetime, load_summarizers
+from warmkernel.config import REPLY_SETTINGS, Settings
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.sizes import parse_size
@@ -467,10 +467,6 @@ def workspace_daemon(
     none (and whether it was); refused (`kernel_options_differ`) when a live one runs with other
     options than those given."""
     workspace = workspace_of(args)
-    # A bad configuration is refused here with its code, not in a daemon's log.
-    load_summarizers(workspace.path)
-    load_lifetime(workspace.path)
-    load_add_ipykernel(workspace.path)
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]

@@ -27,7 +27,7 @@ from warmkernel.cli.options import (
     workspace_daemon,
 )
 from warmkernel.client import open_socket
-from warmkernel.config import Settings, load_add_ipykernel, load_summarizers
+from warmkernel.config import Settings
 from warmkernel.workspace import Workspace
 
 
@@ -43,7 +43,7 @@ def mcp(args: argparse.Namespace) -> int:
 
         _configure_logging(args.log_level)
         workspace = workspace_of(args)
-        _run_until_signalled(own_kernel, _settings(args, workspace), workspace)
+        _run_until_signalled(own_kernel, _settings(args), workspace)
         return EXIT_OK
     from warmkernel.relay import relay
 
@@ -92,7 +92,7 @@ def daemon(args: argparse.Namespace) -> int:
 
     _configure_logging(args.log_level)
     workspace = workspace_of(args)
-    settings = _settings(args, workspace)
+    settings = _settings(args)
     options = DaemonOptions(
         idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,
         state_dir=state_dir_of(args),
@@ -106,13 +106,11 @@ def daemon(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _settings(args: argparse.Namespace, workspace: Workspace) -> Settings:
+def _settings(args: argparse.Namespace) -> Settings:
     """The command line's settings, and the project's configuration for what it does not give."""
-    files = tuple(str(path) for path in args.configuration.files)
-    settings = replace(settings_from(args), summarizers=load_summarizers(workspace.path), config_files=files)
-    if args.add_ipykernel is None and (configured := load_add_ipykernel(workspace.path)) is not None:
-        settings = replace(settings, add_ipykernel=configured)
-    return settings
+    configuration = args.configuration
+    files = tuple(str(path) for path in configuration.files)
+    return replace(settings_from(args), summarizers=configuration.summarizers, config_files=files)
 
 
 def _configure_logging(level: str) -> None:

@@ -9,11 +9,9 @@ step (`cli.configured`). Files are data: they are parsed, never run.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
-import tomllib
 from argparse import ArgumentTypeError
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -144,6 +142,8 @@ def _file_values(
 ) -> tuple[dict[str, Found], tuple[str, ...] | None] | None:
     """The settings one file sets, and its summarizers (None: it sets none); None when it has no
     warmkernel table (a pyproject of another tool)."""
+    import tomllib  # here: a verb in a workspace with no configuration file does without it
+
     try:
         document: Any = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -164,6 +164,8 @@ def _file_values(
             continue
         setting = settings.get(key)
         if setting is None:
+            import difflib  # here: only a mistake needs it
+
             close = difflib.get_close_matches(key, [*settings, *(PROJECT_TABLES if project else ())], n=1)
             hint = f"did you mean {close[0]}?" if close else "`warmkernel config` lists the settings"
             raise WarmkernelError("invalid_config", f"{shown}: unknown setting; {hint}")

@@ -17,7 +17,6 @@ import gc
 import json
 import os
 import runpy
-import shutil
 import signal
 import stat
 import sys
@@ -182,6 +181,7 @@ def live_descriptors() -> list[Descriptor]:
 
 def _remove_socket_dir(descriptor: Descriptor) -> None:
     """A killed daemon's socket directory (one it made: `wkd-*` in the temp directory) goes too."""
+    import shutil  # here: every verb imports this module, few remove a stale daemon's files
     import tempfile
 
     directory = Path(descriptor.socket).parent

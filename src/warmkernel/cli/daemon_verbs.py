@@ -20,7 +20,6 @@ from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.client import ToolOutcome, open_daemon, open_socket
 from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
-from warmkernel.scaffold import init_project, server_command
 from warmkernel.tool_specs import TOOLS_BY_NAME
 
 
@@ -234,6 +233,8 @@ def _open_browser(url: str) -> bool:
 
 def init(args: argparse.Namespace) -> int:
     """Set the project up; exit 1 when a file was skipped (left untouched: it cannot be read)."""
+    from warmkernel.scaffold import init_project, server_command  # only `init` writes project files
+
     changes, snippets = init_project(Path.cwd(), server_command(sys.argv[0]))
     if args.json:
         print(json.dumps({"changes": changes, "snippets": snippets}, indent=2))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import platform
 import re
 import sys
 import textwrap
@@ -74,7 +73,8 @@ class _Versions(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from importlib import metadata  # here: every verb builds this parser, only --version reads
+        import platform  # here: every verb builds this parser, only --version reads
+        from importlib import metadata
 
         lines = [f"warmkernel {__version__}", f"Python {platform.python_version()} ({sys.executable})"]
         for distribution, what in (("ipykernel", "ipykernel"), ("mcp", "MCP SDK (mcp)")):

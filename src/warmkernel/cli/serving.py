@@ -9,7 +9,6 @@ that run them: the relay is a small process, and client verbs never load them.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -114,6 +113,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(level: str) -> None:
+    import logging  # here: only a server logs, and every verb imports this module
+
     logging.basicConfig(level=level, stream=sys.stderr, format="warmkernel %(levelname)s %(message)s")
 
 

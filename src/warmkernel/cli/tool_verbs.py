@@ -9,7 +9,6 @@ import json
 import math
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -175,6 +174,8 @@ def _image_dir(args: argparse.Namespace) -> Path:
     """Where this verb writes its images: `-o DIR` (made if missing), else a new temp directory."""
     chosen: Path | None = getattr(args, "output_dir", None)
     if chosen is None:
+        import tempfile  # here: only a reply with an image needs it
+
         return Path(tempfile.mkdtemp(prefix="warmkernel-images-"))
     try:
         chosen.mkdir(parents=True, exist_ok=True)

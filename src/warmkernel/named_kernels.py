@@ -26,10 +26,8 @@ from warmkernel.execution.charts import Charts
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.journal import Journal
 from warmkernel.kernel.base import KernelLauncher
-from warmkernel.kernel.jupyter_api import check_jupyter_settings
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
-from warmkernel.kernel.remote import RemoteLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import locate, read_cells, shown_path
 from warmkernel.present import refusals
@@ -46,6 +44,8 @@ def _launcher(
 ) -> KernelLauncher:
     """Where the kernels run, as the settings ask."""
     if settings.jupyter_url is not None:
+        from warmkernel.kernel.remote import RemoteLauncher  # here: HTTP and websockets only for a server
+
         return RemoteLauncher(tg, settings)
     fresh = LocalLauncher(tg, root, settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)
     if settings.spare_kernels > 0:
@@ -92,6 +92,8 @@ class Kernels:
     ) -> AsyncIterator[Kernels]:
         """`main` starting at once, and the kernels `journal` knows of, stopped, with their records."""
         if settings.jupyter_url is not None:
+            from warmkernel.kernel.jupyter_api import check_jupyter_settings
+
             check_jupyter_settings(settings)  # before any task starts: a plain error
         root = RuntimeRoot()
         try:

@@ -44,8 +44,6 @@ from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
 from warmkernel.kernel.helper import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalKernel
-from warmkernel.kernel.remote import RemoteLauncher
-from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import (
     NotebookBinding,
     NotebookRun,
@@ -375,7 +373,7 @@ class Session:
 
     def _starting(self) -> str:
         """How the kernel start goes: the step a remote start waits on, and for how long."""
-        step = self._launcher.step if isinstance(self._launcher, RemoteLauncher) else ""
+        step = self._launcher.step
         elapsed = f"{time.monotonic() - self._start_began:.0f} s"
         return f"{step}, {elapsed}" if step else elapsed
 
@@ -390,11 +388,7 @@ class Session:
         return self._kernel.memory_bytes() if self._kernel is not None and self.stopped is None else None
 
     def kernel_info(self) -> KernelInfo:
-        spares = (
-            self._launcher.ready
-            if isinstance(self._launcher, SpareLauncher | RemoteLauncher) and self.settings.spare_kernels
-            else None
-        )
+        spares = self._launcher.spares_ready
         if self.stopped is not None:
             return KernelInfo(self._generation, "stopped", self.stopped, spare_kernels_ready=spares)
         if self._start_error is not None:

@@ -273,3 +273,13 @@ class KernelLauncher(Protocol):
     async def aclose(self) -> None:
         """Release what the launcher holds beyond the kernels it handed out."""
         ...
+
+    @property
+    def step(self) -> str:
+        """What a start waits on now, for python_status; "" when it has nothing to tell."""
+        ...
+
+    @property
+    def spares_ready(self) -> int | None:
+        """Spare kernels started and waiting to be handed out; None when it keeps none."""
+        ...

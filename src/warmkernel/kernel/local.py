@@ -200,6 +200,9 @@ class LocalKernel(Kernel):
 class LocalLauncher:
     """Starts each kernel as a child process of this server, in the workspace."""
 
+    step = ""
+    spares_ready = None
+
     def __init__(
         self,
         tg: anyio.abc.TaskGroup,

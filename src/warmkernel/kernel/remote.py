@@ -332,8 +332,10 @@ class RemoteLauncher:
         """What the kernel start waits on now, for python_status; "" when none is under way."""
 
     @property
-    def ready(self) -> int:
-        """Spare kernels connected and alive, waiting for a reset."""
+    def spares_ready(self) -> int | None:
+        """Spare kernels connected and alive, waiting for a reset; None when it keeps none."""
+        if not self._spare_count:
+            return None
         return sum(1 for kernel in self._spares if not kernel.exited.is_set())
 
     async def start(self, generation: Generation) -> RemoteKernel:

@@ -100,8 +100,10 @@ class SpareLauncher:
         self._site_directories: list[Path] | None = None
         self._closed = False
 
+    step = ""
+
     @property
-    def ready(self) -> int:
+    def spares_ready(self) -> int:
         """Spares started and alive, waiting to be handed out."""
         return sum(
             1 for spare in self._pool() if spare.kernel is not None and not spare.kernel.exited.is_set()

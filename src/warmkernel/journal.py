@@ -24,6 +24,7 @@ result stream and counts them in `images_not_kept`.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -52,6 +53,8 @@ _CLAIM = "workspace.json"
 _OUTPUT = "output"
 _KERNELS = "kernels"
 _TAIL_CHUNK = 65536
+_START = b'{"event":"start",'
+"""How a start event's line begins, as `_append` writes it."""
 
 
 def state_dir() -> Path:
@@ -63,8 +66,23 @@ def state_dir() -> Path:
 def workspace_dir(workspace: Path, state_dir: Path | None = None) -> Path:
     """Where the journal of `workspace` lives (the directory itself is not created here)."""
     root = state_dir if state_dir is not None else _configured_state_dir()
-    key = hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
-    return _private_dir(_private_dir(root) / "workspaces") / key
+    return _private_dir(_private_dir(root) / "workspaces") / _key(workspace)
+
+
+def _key(workspace: Path) -> str:
+    return hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
+
+
+def journaled_executions(workspace: Path, state_dir: Path | None = None) -> int:
+    """How many executions the journal of `workspace` keeps, every kernel's counted: read, not
+    taken, and nothing created (for a message; 0 when there is no journal)."""
+    root = state_dir if state_dir is not None else _configured_state_dir()
+    directory = root / "workspaces" / _key(workspace)
+    count = 0
+    for path in [directory / _EVENTS, *directory.glob(f"{_KERNELS}/*/{_EVENTS}")]:
+        with contextlib.suppress(OSError), open(path, "rb") as lines:
+            count += sum(1 for line in lines if line.startswith(_START))
+    return count
 
 
 def forget(workspace: Path, state_dir: Path | None = None) -> bool:

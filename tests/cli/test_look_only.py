@@ -24,12 +24,15 @@ LOOKING = [
 
 
 def test_look_only_verbs_start_no_daemon(cli: Cli) -> None:
+    assert "nothing to show" in cli("history").stderr, "no journal yet"
     assert cli("run", "x = 1").returncode == 0
+    assert cli("run", "y = 2").returncode == 0
     assert cli("stop").returncode == 0
     for verb in LOOKING:
         done = cli(*verb)
         assert done.returncode == 2, (verb, done.stdout, done.stderr)
         assert done.stderr.startswith("warmkernel: daemon_not_found: no daemon serves"), (verb, done.stderr)
+        assert "its journal keeps 2 executions, which a new daemon shows: `warmkernel start`" in done.stderr
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
     assert json.loads(cli("sessions", "--json").stdout) == []
     # the verbs that act start one, as before

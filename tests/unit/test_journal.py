@@ -17,7 +17,7 @@ from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.search import compile_query, search
-from warmkernel.journal import Journal, forget, state_dir, workspace_dir
+from warmkernel.journal import Journal, forget, journaled_executions, state_dir, workspace_dir
 from warmkernel.output_budget import OutputBudget
 from warmkernel.types import READABLE_STREAMS, ExecutionNumber, ExecutionState, Generation, StreamName
 
@@ -225,6 +225,19 @@ def test_a_record_running_when_its_process_ended_becomes_died(
     assert died.state is ExecutionState.DIED
     assert died.end_reason.startswith(f"the daemon (pid {os.getpid()}) ended while it ran")
     assert list((journal.output_directory).iterdir()) == []
+
+
+def test_the_executions_kept_are_counted_without_taking_the_journal(
+    journal: Journal, workspace: Path, state: Path
+) -> None:
+    assert journaled_executions(workspace, state) == 0
+    new_record(journal, 1, "x = 1")
+    trained = journal.kernel("train")
+    new_record(trained, 1, "y = 2")
+    new_record(trained, 2, "z = 3")
+    trained.close()
+    assert journaled_executions(workspace, state) == 3, "main's and train's, while the journal is held"
+    assert journaled_executions(workspace / "elsewhere", state) == 0
 
 
 def test_a_drop_survives_a_restart(journal: Journal, workspace: Path, state: Path) -> None:

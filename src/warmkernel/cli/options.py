@@ -18,7 +18,6 @@ from warmkernel.config import REPLY_SETTINGS, Settings
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
 from warmkernel.sizes import parse_size
-from warmkernel.workspace import resolve_workspace
 
 
 @dataclass(frozen=True)
@@ -481,10 +480,22 @@ def chosen_daemon(args: argparse.Namespace, *, start: bool = True) -> Descriptor
         return workspace_daemon(args)[0]
     descriptor = find_daemon(Path.cwd(), daemon_id)
     if descriptor is None:
-        workspace = resolve_workspace(Path.cwd()).path
-        raise WarmkernelError(
-            "daemon_not_found",
-            f"no daemon serves {workspace}, so there is nothing to show (none was started); "
-            "`warmkernel run CODE` or `warmkernel start` starts one",
-        )
+        raise WarmkernelError("daemon_not_found", _no_daemon(workspace_of(args).path, state_dir_of(args)))
     return descriptor
+
+
+def _no_daemon(workspace: Path, state_dir: Path | None) -> str:
+    """Why a verb that only looks has nothing to show, and what would show something."""
+    from warmkernel.journal import journaled_executions  # here: only this refusal reads the journal
+
+    kept = journaled_executions(workspace, state_dir)
+    if not kept:
+        return (
+            f"no daemon serves {workspace}, so there is nothing to show (none was started); "
+            "`warmkernel run CODE` or `warmkernel start` starts one"
+        )
+    executions = "execution" if kept == 1 else "executions"
+    return (
+        f"no daemon serves {workspace} (none was started); its journal keeps {kept} {executions}, "
+        "which a new daemon shows: `warmkernel start` starts one (with a fresh kernel)"
+    )

@@ -150,7 +150,7 @@ def _argv(root_dir: Path, port: int, kernel_name: str) -> list[str]:
     argv = [
         sys.executable,
         "-c",
-        inside.text("parent_watch"),  # as text: with a path, its directory would shadow packages
+        inside.run_by_path("parent_watch"),
         "jupyter_server",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",

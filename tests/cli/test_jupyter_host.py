@@ -27,7 +27,9 @@ async def test_server_answers_only_with_its_token_and_leaves_nothing_running(tmp
         async with owned_jupyter_server(tmp_path) as host:
             assert host.url.startswith("http://127.0.0.1:") and host.url.endswith("/")
             assert host.server_url == f"{host.url}?token={host.token}"
-            assert host.token not in " ".join(psutil.Process(host.pid).cmdline())
+            command = psutil.Process(host.pid).cmdline()
+            assert host.token not in " ".join(command)
+            assert command[1] == "-c" and "\n" not in command[2], "a short program text in ps"
             auth = {"Authorization": f"token {host.token}"}
             # Separate clients: an authenticated reply sets a login cookie the other must not send.
             async with httpx2.AsyncClient(trust_env=False, timeout=30) as anonymous:

@@ -46,6 +46,13 @@ def _path(program: Program) -> Path:
     return Path(__file__).with_name(f"{program}.py")
 
 
+def run_by_path(program: Program) -> str:
+    """`python -c` text that runs the program as `__main__` from its file: short in `ps`, and,
+    unlike `python FILE`, it does not put the file's directory first on `sys.path`, where
+    `notebook.py` would shadow the notebook package."""
+    return f"import runpy; runpy.run_path({str(_path(program))!r}, run_name='__main__')"
+
+
 @functools.cache
 def text(program: Program) -> str:
     """The program's source, as sent to the kernel (or run beside it)."""

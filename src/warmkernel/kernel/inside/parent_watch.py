@@ -1,10 +1,9 @@
 """The owned Jupyter Server's main program: it stops the server once the process that started it is gone.
 
-Runs beside the kernel, as `python -c <this file's text> MODULE ARG...`: it runs MODULE as
-`python -m MODULE ARG...` would, plus what a kernel's `parent_handle` gives. A daemon killed
-with SIGKILL cannot stop its Jupyter Server, so the server SIGTERMs itself once its parent is
-gone, which shuts its kernels down. Passed as text, not imported: the server's interpreter need
-not have warmkernel; standard library only.
+Runs beside the kernel, as `python -c <run this file> MODULE ARG...` (`inside.run_by_path`): it
+runs MODULE as `python -m MODULE ARG...` would, plus what a kernel's `parent_handle` gives. A
+daemon killed with SIGKILL cannot stop its Jupyter Server, so the server SIGTERMs itself once its
+parent is gone, which shuts its kernels down. Standard library only, like every program here.
 """
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ class _Spare:
 class SpareLauncher:
     """Starts kernels as `LocalLauncher` does, but hands out a spare started ahead when one fits."""
 
+    step = ""
+
     def __init__(
         self, fresh: LocalLauncher, tg: anyio.abc.TaskGroup, root: RuntimeRoot, cwd: Path, count: int
     ) -> None:
@@ -99,8 +101,6 @@ class SpareLauncher:
         self._names = itertools.count(1)
         self._site_directories: list[Path] | None = None
         self._closed = False
-
-    step = ""
 
     @property
     def spares_ready(self) -> int:

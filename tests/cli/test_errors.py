@@ -7,6 +7,15 @@ import json
 from tests.cli.conftest import Cli
 
 
+def test_an_unknown_verb_is_named_with_the_nearest_one_and_the_verbs_people_use(cli: Cli) -> None:
+    done = cli("stauts")
+    assert done.returncode == 2
+    message = done.stderr.splitlines()[-1]
+    assert message.startswith("warmkernel: error: unknown verb 'stauts'; did you mean status? (the verbs: ")
+    assert "daemon" not in message, "the daemon's own verb is not offered"
+    assert "did you mean" not in cli("xyzzy").stderr
+
+
 def test_stop_without_a_daemon_is_daemon_not_found(cli: Cli) -> None:
     done = cli("stop")
     assert done.returncode == 2

@@ -43,12 +43,23 @@ def test_a_cell_file_past_the_limit_is_invalid_arguments(cli: Cli) -> None:
     one_line(done.stderr, "invalid_arguments")
 
 
-def test_a_reader_that_leaves_early_ends_the_verb_quietly_as_sigpipe_would(cli: Cli) -> None:
-    assert cli("start").returncode == 0
+@pytest.mark.parametrize(
+    ("words", "unbuffered"),
+    [
+        (("run", "print('x\\n' * 200_000)"), "1"),
+        (("--version",), "1"),
+        (("--version",), ""),
+        (("run", "--help"), ""),  # unbuffered, argparse's own write ignores the closed pipe
+    ],
+    ids=["a reply", "--version", "--version, buffered", "--help, buffered"],
+)
+def test_a_reader_that_leaves_early_ends_the_verb_quietly_as_sigpipe_would(
+    cli: Cli, words: tuple[str, ...], unbuffered: str
+) -> None:
     with subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "run", "print('x\\n' * 200_000)"],
+        [sys.executable, "-m", "warmkernel", *words],
         cwd=cli.workspace,
-        env=cli.env,
+        env=cli.env | {"PYTHONUNBUFFERED": unbuffered},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

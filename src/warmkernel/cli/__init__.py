@@ -16,22 +16,34 @@ from collections.abc import Sequence
 from warmkernel.cli.configured import configure
 from warmkernel.cli.daemon_verbs import LOCAL_VERBS
 from warmkernel.cli.exits import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_USAGE
-from warmkernel.cli.parser import attach_dash_values, build_parser
+from warmkernel.cli.parser import attach_dash_values, build_parser, check_verb
 from warmkernel.cli.serving import SERVING_VERBS
 from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    words = attach_dash_values(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            return _run(attach_dash_values(sys.argv[1:] if argv is None else argv))
+        finally:
+            sys.stdout.flush()  # here, not at exit (also after --help): a closed pipe is handled below
+    except BrokenPipeError:
+        # The reader left (`warmkernel read 3 | head -2`, `--version | head -1`): end quietly, as a
+        # process killed by SIGPIPE would, and keep Python from complaining again when it flushes
+        # stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _run(words: list[str]) -> int:
     parser = build_parser()
+    check_verb(parser, words)
     args = parser.parse_args(words)
     try:
         args = configure(parser, words)
         handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb) or run_tool_verb
-        status = handler(args)
-        sys.stdout.flush()  # here, not at exit: a closed pipe ends the verb like any failure
-        return status
+        return handler(args)
     except WarmkernelError as exc:
         if getattr(args, "json", False):
             print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
@@ -41,10 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader left (`warmkernel read 3 | head -2`): end quietly, as a process killed by
-        # SIGPIPE would, and keep Python from complaining again when it flushes stdout at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        raise  # for `main`
     except Exception as exc:  # our bug: one line, never a traceback (a server's goes to its log)
         if args.verb in SERVING_VERBS:
             raise

@@ -23,7 +23,8 @@ UNCONFIGURED_VERBS = frozenset({"sessions", "stop", "init"})
 """Verbs that must work whatever the configuration says (a broken file must not keep a daemon alive)."""
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+def subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The parser's verbs (`nb`'s for `nb`'s parser)."""
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # pyright: ignore[reportPrivateUsage]
 
 
@@ -39,7 +40,7 @@ def _options(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action
 
 def declared_settings(parser: argparse.ArgumentParser) -> tuple[Setting, ...]:
     """A setting for every flag of the serving verbs but the per-run ones, in their order."""
-    verbs = _subparsers(parser).choices
+    verbs = subparsers(parser).choices
     settings: dict[str, Setting] = {}
     for verb in CONFIGURABLE_VERBS:
         for flag, action in _options(verbs[verb]):
@@ -70,7 +71,7 @@ def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
     current = parser
     while True:
         try:
-            action = _subparsers(current)
+            action = subparsers(current)
         except StopIteration:
             return current
         current = action.choices[getattr(args, action.dest)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 import textwrap
@@ -12,6 +13,7 @@ from typing import Any
 
 from warmkernel import __version__
 from warmkernel.cli.completion import SHELLS
+from warmkernel.cli.configured import subparsers
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
 from warmkernel.cli.options import add_server_options, shown_default
 from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_DIRECTIVES, offered
@@ -333,6 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--json", action="store_true", help="print what changed as JSON")
     return parser
+
+
+def check_verb(parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+    """An unknown verb is refused as such, with the nearest one, and without the daemon's own
+    verb among those offered (argparse lists every choice)."""
+    if not words or words[0].startswith("-") or words[0] in subparsers(parser).choices:
+        return
+    verbs = [name for name in subparsers(parser).choices if name != "daemon"]
+    close = difflib.get_close_matches(words[0], verbs, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    parser.error(
+        f"unknown verb {words[0]!r}{hint} (the verbs: {', '.join(verbs)}; `warmkernel --help` says "
+        "what each does)"
+    )
 
 
 def _add_tool_verb(

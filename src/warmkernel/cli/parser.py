@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 import textwrap
@@ -342,6 +341,8 @@ def check_verb(parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
     verb among those offered (argparse lists every choice)."""
     if not words or words[0].startswith("-") or words[0] in subparsers(parser).choices:
         return
+    import difflib  # here: only a mistake needs it
+
     verbs = [name for name in subparsers(parser).choices if name != "daemon"]
     close = difflib.get_close_matches(words[0], verbs, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""

@@ -335,6 +335,8 @@ async def inspect_python_variable(
 async def export_python_executions(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
+    if args["path"] is not None:
+        conn.kernels.refuse_bound(args["path"])
     return export_reply(await session.export_executions(args["executions"], args["path"], args["format"]))
 
 

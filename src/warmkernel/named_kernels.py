@@ -30,6 +30,7 @@ from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import locate, read_cells, shown_path
+from warmkernel.notebook.export_files import inside_workspace
 from warmkernel.present import refusals
 from warmkernel.present.status import KernelSummary, idle_stop_notice
 from warmkernel.session import Session
@@ -149,6 +150,14 @@ class Kernels:
             self._check_room(name)
             session.start()
         return session
+
+    def refuse_bound(self, path: str) -> None:
+        """`invalid_arguments` when `path` is a notebook a kernel of the workspace is bound to (live
+        or stopped): an export never replaces one."""
+        target = inside_workspace(self.workspace.path, path)
+        holder = next((s for s in self._sessions.values() if s.is_bound_to(target)), None)
+        if holder is not None:
+            raise refusals.export_onto_notebook(path, holder.name)
 
     async def for_notebook(self, path: str, name: str | None) -> Session:
         """The kernel of a notebook: `name` when given; else the one bound to it, or a new

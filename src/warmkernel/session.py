@@ -727,12 +727,6 @@ class Session:
         """The executions as a document in the workspace at `path`, or as text when `path` is None."""
         records = self.select_many(selection)
         target = inside_workspace(self.workspace.path, path) if path is not None else None
-        if target is not None and self._notebook is not None and self._notebook.is_for(target):
-            raise WarmkernelError(
-                "invalid_arguments",
-                f"{path!r} is the notebook this kernel is bound to; executions_to_notebook adds cells to it "
-                "without replacing the others",
-            )
         chosen = format or format_for(target)
         transcripts = await self._transcripts(records, outputs=chosen != "py")
         title = f"{self.workspace.path.name}: executions {documents.ranges([t.number for t in transcripts])}"

@@ -182,6 +182,8 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
         ]
         code, message = await call_error(client, "export_python_executions", path="nb.ipynb", kernel="nb-nb")
         assert code == "invalid_arguments" and "executions_to_notebook" in message
+        code, message = await call_error(client, "export_python_executions", path="./nb.ipynb")
+        assert code == "invalid_arguments" and "kernel nb-nb is bound to" in message, "nor from main"
         code, _ = await call_error(
             client,
             "executions_to_notebook",

@@ -92,6 +92,16 @@ def notebook_has_kernel(holder: str, notebook: str, wanted: str) -> WarmkernelEr
     )
 
 
+def export_onto_notebook(path: str, holder: str) -> WarmkernelError:
+    """`invalid_arguments`: an export would replace a notebook a kernel is bound to."""
+    return WarmkernelError(
+        "invalid_arguments",
+        f"{path!r} is the notebook kernel {holder} is bound to, which an export never replaces; "
+        f"{call('executions_to_notebook', path=path)} adds cells to it without replacing the others, "
+        "or export to another path",
+    )
+
+
 def no_notebook_to_add_to(missing: WarmkernelError, path: str, executions: Selection) -> WarmkernelError:
     """`notebook_not_found` for executions_to_notebook, which adds to a notebook that exists."""
     export = call("export_python_executions", executions=selection_text(executions), path=path)

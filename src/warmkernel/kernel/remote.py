@@ -77,8 +77,6 @@ class WebsocketTransport:
         self._unsent: deque[str] = deque()
         self._wake_writer = anyio.Event()
         """Set when a message is queued or a connection opens; the writer waits on a fresh one."""
-        self._last_activity = time.monotonic()
-        """When a message last went to or came from the kernel (what a server's culler counts)."""
         self.gone_reason = ""
         """Why the kernel is gone, once `run` has returned by itself."""
 
@@ -109,7 +107,6 @@ class WebsocketTransport:
                 if not await self._reconnect():
                     return
                 continue
-            self._last_activity = time.monotonic()
             msg = json.loads(text)
             content = msg.get("content") or {}
             if msg.get("msg_type") == "status" and content.get("execution_state") in _GONE_STATES:
@@ -127,13 +124,11 @@ class WebsocketTransport:
             self._wake_writer = anyio.Event()
             await self._wake_writer.wait()
 
-    def _deleted(self) -> str:
-        # Servers do not say why they deleted a kernel: an idle one was most likely culled.
-        idle_s = time.monotonic() - self._last_activity
-        return (
-            f"it was deleted on the Jupyter server after {idle_s:.0f} s idle "
-            "(culled by the server, or shut down there)"
-        )
+    @staticmethod
+    def _deleted() -> str:
+        # Servers do not say why they deleted a kernel, nor for how long it was idle: shutting a
+        # kernel down (a culler's, or a person's while a cell runs) sends its last messages itself.
+        return "it was deleted on the Jupyter server (shut down there, or culled by it once idle)"
 
     async def _watch_kernel(self, scope: anyio.CancelScope) -> None:
         """A server keeps the websocket open when it deletes or culls the kernel: ask it now and then."""
@@ -178,7 +173,6 @@ class WebsocketTransport:
 
     def send(self, channel: Outgoing, msg: dict[str, Any]) -> None:
         """Queue a message for the writer (sent at once while connected, else once reconnected)."""
-        self._last_activity = time.monotonic()
         self._unsent.append(json.dumps({**msg, "channel": channel}, default=json_default))
         self._wake_writer.set()
 

@@ -79,3 +79,11 @@ def test_run_reads_a_cells_own_directive_as_the_daemon_does_after_a_patch_litera
     done = cli("run", cell, "--timeout", "7")  # the cell's own --wait stands; no second one is added
     assert done.returncode == 0, done.stderr
     assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 5")
+
+
+def test_an_empty_word_is_an_argument_like_any_other(cli: Cli) -> None:
+    assert cli("run", "print('5')").returncode == 0
+    done = cli("search", "", "1")  # not a search for '5'
+    assert done.returncode == 2
+    assert done.stderr.startswith("warmkernel: invalid_query: query is empty"), done.stderr
+    assert cli("read", "1", "--lines", "-1:").stdout.strip().endswith("5"), "a dash value still reads"

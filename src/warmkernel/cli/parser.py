@@ -459,8 +459,10 @@ _DASH_VALUE_FLAGS = frozenset(
 
 def attach_dash_values(argv: Sequence[str]) -> list[str]:
     """`--lines -20:` as `--lines=-20:`, so that argparse reads it as the flag's value."""
-    words = list(argv)
-    for i in range(len(words) - 1):
-        if words[i] in _DASH_VALUE_FLAGS and words[i + 1].startswith("-") and words[i + 1] != "--":
-            words[i : i + 2] = [f"{words[i]}={words[i + 1]}", ""]
-    return [word for word in words if word != ""]
+    words: list[str] = []
+    for word in argv:
+        if words and words[-1] in _DASH_VALUE_FLAGS and word.startswith("-") and word != "--":
+            words[-1] = f"{words[-1]}={word}"
+        else:
+            words.append(word)
+    return words

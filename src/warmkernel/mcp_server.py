@@ -201,7 +201,12 @@ async def run_python(
         if not await session.kernel_within(wait_s):
             return starting_reply(session.kernel_info(), wait_s)
     joined = await _joined(conn, session)  # what was there before this cell
-    record = await session.submit(args["freeform"], client=client_name(ctx))
+    try:
+        record = await session.submit(args["freeform"], client=client_name(ctx))
+    except WarmkernelError:
+        if joined is not None:  # a refusal (busy, a bad directive) does not carry it: the next reply does
+            conn.told.discard(session.name)
+        raise
     return _after(joined, await _reply_after_wait(conn, session, record, ctx))
 
 

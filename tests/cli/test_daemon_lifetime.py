@@ -70,6 +70,20 @@ def test_a_new_host_finds_the_namespace_and_is_told_what_is_there(cli: Cli) -> N
     assert _daemon(cli)["clients"] == 0  # both hosts are gone; the daemon stays
 
 
+def test_a_new_host_whose_first_cell_is_refused_is_told_with_its_next_reply(cli: Cli) -> None:
+    cli("run", "x = 41")
+
+    async def join() -> tuple[str, str]:
+        async with _host(cli) as host:
+            refused = await host.call_tool("run_python", {"freeform": "# warmkernel: --wait -1\nx"})
+            assert refused.is_error
+            return text_of(refused), (await run(host, "x + 1"))[1]
+
+    refused, text = anyio.run(join)
+    assert "invalid_directive" in refused and "you joined" not in refused
+    assert "you joined a live kernel" in text and text.splitlines()[-1] == "Out[2]: 42"
+
+
 def test_a_new_host_counts_only_the_cells_of_the_kernel_it_joins(cli: Cli) -> None:
     for code in ("a = 1", "b = 2"):
         cli("run", code)

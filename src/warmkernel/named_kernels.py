@@ -181,7 +181,7 @@ class Kernels:
     async def stop(self, name: str) -> tuple[Session, ExecutionRecord | None]:
         """Stop the kernel `name` (its records stay); the running record it killed, if any."""
         session = await self.session(name, start=False)
-        return session, await session.stop("stop_python_kernel stopped the kernel")
+        return session, await session.stop("a client stopped the kernel")
 
     def summaries(self) -> list[KernelSummary]:
         return [

@@ -661,7 +661,7 @@ class Session:
 
     async def stop(self, reason: str) -> ExecutionRecord | None:
         """End the kernel and everything it started, without starting another; the records stay.
-        `reason` says who stopped it (`stop_python_kernel stopped the kernel`).
+        `reason` says who stopped it (`a client stopped the kernel`).
 
         A running execution becomes `killed` and is returned. The next call that needs a kernel
         starts a fresh one (generation + 1), with the numbering going on.
@@ -786,6 +786,8 @@ class Session:
     async def _ask_helper(self, expression: str, done: str) -> tuple[ExpressionValue, ExecutionNumber | None]:
         """Evaluate one question to the kernel-side helper, silently, and the execution it ran
         beside: while a cell runs, in a subshell where the kernel has them, else `busy` at once."""
+        if self.stopped is not None:
+            raise refusals.no_namespace(self.name, self.stopped, done)
         async with self._inspection_lock:
             kernel = await self.kernel()
             if self._running is None:

@@ -436,7 +436,7 @@ TOOLS: tuple[Tool, ...] = (
                 False,
                 Spelling(("--modules",)),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (
@@ -473,7 +473,7 @@ TOOLS: tuple[Tool, ...] = (
                 "evaluated.",
                 cli=Spelling(metavar="NAME"),
             ),
-            KERNEL,
+            KNOWN_KERNEL,
         ),
         Annotations(read_only=True),
         (

@@ -115,7 +115,7 @@ async def test_list_stop_and_reuse(fresh_client: FreshClient) -> None:
         assert kernel_row(await facts(client, "list_python_kernels"), "train")["state"] == "stopped"
         # records stay readable, and reading them starts no kernel
         state = await facts(client, "python_execution_status", execution=2, kernel="train")
-        assert state["state"] == "killed" and "stop_python_kernel" in state["end_reason"]
+        assert state["state"] == "killed" and "a client stopped the kernel" in state["end_reason"], state
         assert kernel_row(await facts(client, "list_python_kernels"), "train")["state"] == "stopped"
         # the next run starts a fresh kernel: numbering goes on, the namespace is new
         reply = await facts(client, "run_python", freeform="'data' in dir()", kernel="train")
@@ -155,6 +155,20 @@ async def test_an_idle_named_kernel_is_stopped(fresh_client: FreshClient) -> Non
         assert "note: kernel scratch was stopped after 0.5 s without a call or a running cell" in text
 
 
+async def test_a_stopped_kernel_has_no_variables_to_show_and_a_look_starts_none(
+    fresh_client: FreshClient,
+) -> None:
+    async with fresh_client() as client:
+        await run(client, "x = 1", kernel="side")
+        await call(client, "stop_python_kernel", name="side")
+        for tool, arguments in (("list_python_variables", {}), ("inspect_python_variable", {"name": "x"})):
+            code, message = await call_error(client, tool, kernel="side", **arguments)
+            assert code == "inspection_failed", (tool, message)
+            assert "kernel side is stopped (" in message
+            assert 'run_python(freeform="...", kernel="side") starts it again' in message
+        assert "side           stopped" in await call(client, "list_python_kernels")
+
+
 async def test_kernel_names_are_checked(fresh_client: FreshClient) -> None:
     async with fresh_client() as client:
         for bad in ("Train", "", "-x", "a" * 33, "a b", "../etc", 7):
@@ -168,6 +182,7 @@ async def test_kernel_names_are_checked(fresh_client: FreshClient) -> None:
         assert "kernels: main" in message and 'run_python(freeform="...", kernel="nothere")' in message
         required = {"search_python_output": {"query": "x"}, "send_python_input": {"text": "x"}}
         required["executions_to_notebook"] = {"executions": "1", "path": "new.ipynb"}
+        required["inspect_python_variable"] = {"name": "x"}
         for tool in TOOLS:  # a tool whose `kernel` says it starts none starts none
             if KNOWN_KERNEL in tool.params:
                 arguments = required.get(tool.name, {}) | {"kernel": "nothere"}

@@ -127,6 +127,15 @@ def too_many_kernels(name: str, live: list[str], limit: int) -> WarmkernelError:
     )
 
 
+def no_namespace(kernel: str, stopped: str, done: str) -> WarmkernelError:
+    """`inspection_failed`: a stopped kernel has no variables to show, and a look starts none."""
+    return WarmkernelError(
+        "inspection_failed",
+        f"variables cannot be {done}: kernel {kernel} is stopped ({stopped}), so it has no namespace; "
+        f"{call('run_python', freeform='...', kernel=kernel)} starts it again, empty",
+    )
+
+
 def unresponsive(seconds: float, generation: int) -> WarmkernelError:
     """`inspection_failed`: the kernel did not answer a silent question, even when interrupted, and
     was replaced so that no later cell is sent into it."""

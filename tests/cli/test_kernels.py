@@ -28,7 +28,10 @@ def test_kernels_from_the_command_line(cli: Cli) -> None:
 
     stopped = cli("stop-kernel", "train")
     assert stopped.returncode == 0, stopped.stderr
-    assert stopped.stdout.startswith("stopped: kernel train")
+    assert stopped.stdout.startswith("stopped: kernel train; no execution was running. Its record stays")
+    listing = cli("kernels").stdout
+    assert "warmkernel run ... --kernel NAME runs a cell in kernel NAME" in listing
+    assert "kernel=" not in listing
     assert cli("read", "1", "--kernel", "train").stdout.rstrip().endswith("'train'")
     assert cli("run", "--kernel", "side", "1").returncode == 0
     assert cli("stop", "--kernel", "side").stdout.startswith("stopped: kernel side")

@@ -186,8 +186,8 @@ def kernels_reply(kernels: Sequence[KernelSummary]) -> Reply:
             f"{memory:>9} {k.executions:>5}  {idle:<9} {k.notebook or '-'}"
         )
     rows.append(
-        f"Pass kernel=NAME to any tool to use one (a new name starts a kernel); "
-        f"{call('stop_python_kernel', name='NAME')} stops one."
+        f"{call('run_python', freeform='...', kernel='NAME')} runs a cell in kernel NAME (a new name "
+        f"starts one); {call('stop_python_kernel', name='NAME')} stops one."
     )
     return Reply("\n".join(rows), {"kernels": [_kernel_facts(k) for k in kernels]})
 
@@ -195,10 +195,16 @@ def kernels_reply(kernels: Sequence[KernelSummary]) -> Reply:
 def stop_kernel_reply(name: str, killed: ExecutionRecord | None, records: int) -> Reply:
     what = f"execution {killed.number} was killed" if killed else "no execution was running"
     text = (
-        f"stopped: kernel {name}; {what}. Its {records} record{'s' if records != 1 else ''} stay readable; "
+        f"stopped: kernel {name}; {what}. {_records_stay(records)}; "
         "its next use starts a fresh kernel with an empty namespace"
     )
     return Reply(text, {"kernel": name, "killed_execution": killed.number if killed else None})
+
+
+def _records_stay(count: int) -> str:
+    if count <= 1:
+        return "Its record stays readable" if count else "It has no records"
+    return f"Its {count} records stay readable"
 
 
 def idle_stop_notice(name: str, limit_s: float) -> str:

@@ -149,11 +149,27 @@ def remove_descriptor(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def daemon_title(workspace: Path | str) -> str:
+    """What `ps` shows for the daemon of `workspace` (see `_fork_daemon`)."""
+    return f"warmkernel daemon {workspace}"
+
+
 def _alive(descriptor: Descriptor) -> bool:
-    """The descriptor's process still runs (not a zombie, not a reused pid)."""
+    """The descriptor's process still runs (not a zombie) and is that daemon, not a reused pid:
+    it bears the daemon's title, or it started before the descriptor was written.
+
+    The title decides first: psutil derives a start time from the boot time the wall clock implies
+    now, so a clock stepped forward since (NTP, a resumed virtual machine) makes a live daemon
+    look younger than its descriptor.
+    """
     try:
         process = psutil.Process(descriptor.pid)
-        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= descriptor.started_at + 1
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # The title, written over argv, is split on spaces when it outgrew argv and ran on
+        # into the environment's memory, and followed by empty words when it did not.
+        titled = " ".join(process.cmdline()).rstrip() == daemon_title(descriptor.workspace)
+        return titled or process.create_time() <= descriptor.started_at + 1
     except psutil.Error:
         return False
 
@@ -320,7 +336,7 @@ def _fork_daemon(
     try:
         from setproctitle import setproctitle
 
-        setproctitle(f"warmkernel daemon {workspace}")
+        setproctitle(daemon_title(workspace))
         os.setsid()
         os.chdir(workspace)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)

@@ -97,6 +97,25 @@ def _planted(cli: Cli, name: str, **fields: object) -> Path:
     return path
 
 
+def test_a_daemon_stays_found_when_the_wall_clock_is_stepped_forward(cli: Cli) -> None:
+    # psutil derives start times from the boot time the wall clock implies now: after a step of an
+    # hour forward, the daemon looks an hour younger than the descriptor it wrote.
+    assert cli("start").returncode == 0
+    (path,) = (cli.runtime / "daemons").glob("*.json")
+    descriptor = json.loads(path.read_text())
+    path.write_text(json.dumps(descriptor | {"started_at": descriptor["started_at"] - 3600}))
+    done = cli("status")
+    assert done.returncode == 0, done.stderr
+    assert path.exists()
+
+
+def test_a_reused_pid_is_not_taken_for_the_daemon(cli: Cli) -> None:
+    # This test's process is live, but it started after the descriptor and bears no daemon's title.
+    path = _planted(cli, "0badcafe.json", started_at=psutil.Process().create_time() - 3600)
+    assert cli("sessions").stdout.strip() == "No live daemons."
+    assert not path.exists()
+
+
 def test_a_half_written_descriptor_is_neither_read_nor_deleted(cli: Cli) -> None:
     cli.runtime.mkdir(mode=0o700, parents=True)
     partial = cli.runtime / "daemons" / ".tmp-x.json"

@@ -73,16 +73,19 @@ def _key(workspace: Path) -> str:
     return hashlib.sha256(str(workspace.resolve()).encode()).hexdigest()[:16]
 
 
-def journaled_executions(workspace: Path, state_dir: Path | None = None) -> int:
-    """How many executions the journal of `workspace` keeps, every kernel's counted: read, not
-    taken, and nothing created (for a message; 0 when there is no journal)."""
+def journaled_executions(workspace: Path, state_dir: Path | None = None) -> dict[str, int]:
+    """How many executions the journal of `workspace` keeps, by kernel (those with any): read, not
+    taken, and nothing created (for a message; empty when there is no journal)."""
     root = state_dir if state_dir is not None else _configured_state_dir()
     directory = root / "workspaces" / _key(workspace)
-    count = 0
-    for path in [directory / _EVENTS, *directory.glob(f"{_KERNELS}/*/{_EVENTS}")]:
+    paths = {MAIN_KERNEL: directory / _EVENTS}
+    paths |= {path.parent.name: path for path in sorted(directory.glob(f"{_KERNELS}/*/{_EVENTS}"))}
+    counts: dict[str, int] = {}
+    for kernel, path in paths.items():
         with contextlib.suppress(OSError), open(path, "rb") as lines:
-            count += sum(1 for line in lines if line.startswith(_START))
-    return count
+            if count := sum(1 for line in lines if line.startswith(_START)):
+                counts[kernel] = count
+    return counts
 
 
 def forget(workspace: Path, state_dir: Path | None = None) -> bool:

@@ -230,14 +230,14 @@ def test_a_record_running_when_its_process_ended_becomes_died(
 def test_the_executions_kept_are_counted_without_taking_the_journal(
     journal: Journal, workspace: Path, state: Path
 ) -> None:
-    assert journaled_executions(workspace, state) == 0
+    assert journaled_executions(workspace, state) == {}
     new_record(journal, 1, "x = 1")
     trained = journal.kernel("train")
     new_record(trained, 1, "y = 2")
     new_record(trained, 2, "z = 3")
     trained.close()
-    assert journaled_executions(workspace, state) == 3, "main's and train's, while the journal is held"
-    assert journaled_executions(workspace / "elsewhere", state) == 0
+    assert journaled_executions(workspace, state) == {"main": 1, "train": 2}, "while the journal is held"
+    assert journaled_executions(workspace / "elsewhere", state) == {}
 
 
 def test_a_drop_survives_a_restart(journal: Journal, workspace: Path, state: Path) -> None:

@@ -494,8 +494,8 @@ def _no_daemon(workspace: Path, state_dir: Path | None) -> str:
             f"no daemon serves {workspace}, so there is nothing to show (none was started); "
             "`warmkernel run CODE` or `warmkernel start` starts one"
         )
-    executions = "execution" if kept == 1 else "executions"
+    counted = ", ".join(f"{count} of kernel {kernel}" for kernel, count in kept.items())
     return (
-        f"no daemon serves {workspace} (none was started); its journal keeps {kept} {executions}, "
+        f"no daemon serves {workspace} (none was started); its journal keeps executions ({counted}), "
         "which a new daemon shows: `warmkernel start` starts one (with a fresh kernel)"
     )

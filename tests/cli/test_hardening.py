@@ -259,8 +259,9 @@ def test_a_size_that_is_not_one_is_refused_with_the_valid_forms(cli: Cli) -> Non
 @pytest.mark.parametrize(
     ("flag", "value", "why"),
     [
-        ("--wait", "-1", "must be more than 0 seconds, not -1"),
-        ("--inline-chars", "-5", "must be 0 or more, not -5"),
+        ("--wait", "-1", "must be a finite number of seconds more than 0, not -1"),
+        ("--wait", "1e400", "must be a finite number of seconds more than 0, not 1e400"),
+        ("--inline-chars", "-5", "must be 1 or more, not -5"),
         ("--inline-lines", "0", "must be 1 or more, not 0"),
         ("--max-kernels", "0", "must be 1 or more, not 0"),
         ("--max-images", "-1", "must be 0 or more, not -1"),

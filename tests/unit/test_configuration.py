@@ -137,7 +137,7 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
         ("wait = true\n", ":1: wait = true: expected a number of seconds, not 'true'"),
         ("idle_stop = true\n", ":1: idle_stop = true: expected a number of seconds, not 'true'"),
         ("spare_kernels = -1\n", ":1: spare_kernels = -1: must be 0 or more, not -1"),
-        ("wait = -1\n", ":1: wait = -1: must be more than 0 seconds, not -1"),
+        ("wait = -1\n", ":1: wait = -1: must be a finite number of seconds more than 0, not -1"),
         ("inline_lines = 0\n", ":1: inline_lines = 0: must be 1 or more, not 0"),
         ("max_kernels = 0\n", ":1: max_kernels = 0: must be 1 or more, not 0"),
         ("max_images = -1\n", ":1: max_images = -1: must be 0 or more, not -1"),

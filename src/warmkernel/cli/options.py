@@ -39,23 +39,25 @@ class _Option:
         return "reply" if self.field in REPLY_SETTINGS else "kernel"
 
 
-def _count(text: str) -> int:
-    """A whole number of things, 0 or more (argparse exits with status 2 otherwise)."""
+def _whole(text: str, least: int) -> int:
+    """A whole number, `least` or more (argparse exits with status 2 otherwise)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
     return value
+
+
+def _count(text: str) -> int:
+    """A whole number of things, 0 or more."""
+    return _whole(text, 0)
 
 
 def _positive(text: str) -> int:
-    """A whole number, 1 or more (argparse exits with status 2 otherwise)."""
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be 1 or more, not 0")
-    return value
+    """A whole number, 1 or more."""
+    return _whole(text, 1)
 
 
 def _size(text: str) -> int:
@@ -73,7 +75,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
     if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds more than 0, not {text}")
     return value
 
 

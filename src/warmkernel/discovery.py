@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -87,6 +87,10 @@ class Descriptor:
             f"Jupyter Server: {self.jupyter_url}  (VS Code: Connect to existing Jupyter Server)",
             f"JupyterLab:     {lab}",
         ]
+
+
+Describe = Callable[[str, Any], str]
+"""How a kernel option (a `Settings` field) and its value are written in a message."""
 
 
 def new_daemon_id() -> str:
@@ -251,24 +255,26 @@ def ensure_daemon(
     daemon_args: list[str],
     environment: Mapping[str, str] | None = None,
     kernel_options: Mapping[str, Any] | None = None,
+    describe: Describe = lambda name, value: f"{name} {value!r}",
 ) -> tuple[Descriptor, bool]:
     """The live daemon of `workspace`, else one started with `daemon_args`; and whether it was started.
 
     `kernel_options` are the ones the caller asked for explicitly: a live daemon that runs with
-    others is refused (`kernel_options_differ`), never silently used.
+    others is refused (`kernel_options_differ`, each difference as `describe` writes an option),
+    never silently used.
     """
     with _start_lock(workspace):
         descriptor = find_daemon(workspace)
         if descriptor is not None:
-            check_kernel_options(descriptor, kernel_options or {})
+            check_kernel_options(descriptor, kernel_options or {}, describe)
             return descriptor, False
         return start_daemon(workspace, daemon_args, environment), True
 
 
-def check_kernel_options(descriptor: Descriptor, asked: Mapping[str, Any]) -> None:
+def check_kernel_options(descriptor: Descriptor, asked: Mapping[str, Any], describe: Describe) -> None:
     """Refuse a live daemon whose kernel options differ from those asked, naming the difference."""
     different = [
-        f"{name} {descriptor.kernel_options.get(name)!r} (you asked for {value!r})"
+        f"{describe(name, descriptor.kernel_options.get(name))} (you asked for {describe(name, value)})"
         for name, value in asked.items()
         if descriptor.kernel_options.get(name) != value
     ]

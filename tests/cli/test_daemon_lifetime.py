@@ -272,7 +272,7 @@ def test_a_client_asking_for_another_interpreter_is_refused_with_the_difference(
         assert done.returncode == 2
         message = done.stderr.strip()
         assert message.startswith("warmkernel: kernel_options_differ: ")
-        assert f"python 'auto' (you asked for '{other}')" in message
+        assert f"--python auto (you asked for --python {other})" in message
         assert "`warmkernel stop`" in message
 
 

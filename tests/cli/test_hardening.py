@@ -283,3 +283,6 @@ def test_the_guards_are_kernel_options_of_the_daemon(cli: Cli) -> None:
     assert (options["max_kernel_memory_bytes"], options["max_cell_output_bytes"]) == (8 << 30, 1 << 20)
     done = cli("start", "--max-kernel-memory", "4G")
     assert done.returncode == 2 and "kernel_options_differ" in done.stderr
+    assert "runs with --max-kernel-memory 8G (you asked for --max-kernel-memory 4G)" in done.stderr
+    done = cli("start", "--no-save-outputs")
+    assert "runs with no --no-save-outputs (you asked for --no-save-outputs)" in done.stderr

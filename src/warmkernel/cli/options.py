@@ -17,7 +17,7 @@ from warmkernel.cli.configured import workspace_of
 from warmkernel.config import REPLY_SETTINGS, Settings
 from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
-from warmkernel.sizes import parse_size
+from warmkernel.sizes import format_size, parse_size
 
 
 @dataclass(frozen=True)
@@ -403,6 +403,19 @@ def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
     return asked
 
 
+def describe_kernel_option(field: str, value: Any) -> str:
+    """A kernel option as its flag writes it (`--max-kernel-memory 8G`); `no FLAG` when unset."""
+    switch = next((switch for switch in _SWITCHES if switch.field == field), None)
+    if switch is not None:
+        return switch.flag if value == switch.value else f"no {switch.flag}"
+    option = next(option for option in _OPTIONS if option.field == field)
+    if value is None or value == []:
+        return f"no {option.flag}"
+    if option.repeat:
+        return " ".join(f"{option.flag} {item}" for item in value)
+    return f"{option.flag} {format_size(value) if option.type is _size else shown_default(value)}"
+
+
 def kernel_options_of(settings: Settings) -> dict[str, Any]:
     """What a daemon states about its kernel options, for clients to compare with theirs."""
     fields = [option.field for option in _OPTIONS if option.scope == "kernel"]
@@ -471,7 +484,8 @@ def workspace_daemon(
     # The daemon runs in the workspace, told how it was found: it does not ask the resolver again.
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]
-    return ensure_daemon(workspace.path, flags, daemon_environment(args), asked_kernel_options(args))
+    asked = asked_kernel_options(args)
+    return ensure_daemon(workspace.path, flags, daemon_environment(args), asked, describe_kernel_option)
 
 
 def chosen_daemon(args: argparse.Namespace, *, start: bool = True) -> Descriptor:

@@ -189,6 +189,9 @@ async def test_reset_replaces_the_kernel_on_the_server(
         first = await kernel_id(client)
         reset = await call(client, "reset_python")
         assert "generation 2" in reset
+        status = await call(client, "python_status")
+        cwd = status.split("kernel working directory: ")[1].split(" (the Jupyter server's choice")[0]
+        assert f"started in {cwd} with an empty namespace" in reset, "where the server runs it"
         second = await kernel_id(client)
         assert second != first
         kernels = server.kernel_ids()

@@ -300,8 +300,9 @@ def interrupt_reply(record: ExecutionRecord | None) -> Reply:
 
 def reset_reply(killed: ExecutionRecord | None, kernel: KernelInfo, workspace: Path) -> Reply:
     what = f"execution {killed.number} was killed" if killed else "no execution was running"
+    where = kernel.place.cwd or workspace  # a kernel on a server runs where the server chose
     text = (
-        f"reset: kernel generation {kernel.generation} started in {workspace} with an empty namespace; "
+        f"reset: kernel generation {kernel.generation} started in {where} with an empty namespace; "
         f"{what}; earlier records stay readable"
     )
     return Reply(

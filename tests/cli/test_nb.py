@@ -97,6 +97,7 @@ def test_start_honours_the_skip_and_raises_tags(cli: Cli) -> None:
     started = cli("start", "nb.ipynb")
     assert started.returncode == 0, started.stdout + started.stderr  # the one error was expected
     assert "reached 1" in started.stdout and "must not run" not in started.stdout
+    assert started.stdout.endswith("every cell is fresh\n"), "a skipped cell is not stale"
     facts = status(cli)
     assert {cell["id"]: cell["state"] for cell in facts["cells"]} == {
         "a": "fresh",

@@ -200,7 +200,7 @@ def notebook_run_reply(
         "failure": {"code": run.failure.code, "message": run.failure.message} if run.failure else None,
     }
     if view is not None:
-        still = [cell for cell in view.status.cells if cell.state != "fresh"]
+        still = [cell for cell in view.status.cells if cell.state not in ("fresh", "skipped")]
         listed = ", ".join(f"{cell.id} ({', '.join(cell.reasons) or cell.state})" for cell in still)
         lines.append(f"still stale: {listed}" if still else "every cell is fresh")
         data["status"] = _status_facts(view)

@@ -32,7 +32,7 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.named_kernels import Kernels
 from warmkernel.present.execution import execution_reply, progress_message
 from warmkernel.present.export import export_reply, insert_reply
-from warmkernel.present.hints import Face, default_wait, speaking_of, spoken_to
+from warmkernel.present.hints import Face, call, default_wait, speaking_of, spoken_to
 from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
 from warmkernel.present.reply import Picture, Reply
@@ -400,8 +400,9 @@ def _notebook_path(conn: Connection, tool: str, path: str | None) -> str:
     if conn.settings.notebook is None:
         raise WarmkernelError(
             "invalid_arguments",
-            f'{tool} needs path: give path="NAME.ipynb", or set notebook in the configuration '
-            "(warmkernel.toml, [tool.warmkernel] of pyproject.toml, or --notebook)",
+            f"which notebook? {call(tool, path='NAME.ipynb')} names one, or set notebook in the "
+            "configuration (warmkernel.toml, [tool.warmkernel] of pyproject.toml, or the --notebook "
+            "flag of mcp, serve and start)",
         )
     return conn.settings.notebook
 

@@ -109,3 +109,15 @@ def test_start_honours_the_skip_and_raises_tags(cli: Cli) -> None:
     saved = {cell.id: cell for cell in nbformat.read(cli.workspace / "nb.ipynb", as_version=4).cells}
     assert saved["skip"].execution_count is None and saved["skip"].outputs == []
     assert saved["raises"].outputs[0]["ename"] == "ValueError"
+
+
+def test_a_missing_notebook_or_none_is_named_in_the_clis_words(cli: Cli) -> None:
+    started = cli("start", "missing.ipynb")
+    assert started.returncode == 2
+    missing = cli.workspace / "missing.ipynb"
+    assert started.stderr == f"warmkernel: notebook_not_found: {missing} does not exist\n"
+    assert cli("sessions").stdout.strip() == "No live daemons.", "no daemon started for it"
+    assert cli("start").returncode == 0
+    unnamed = cli("nb", "status")
+    assert unnamed.returncode == 2
+    assert "which notebook? warmkernel nb status NAME.ipynb names one" in unnamed.stderr

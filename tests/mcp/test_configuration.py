@@ -33,4 +33,4 @@ async def test_notebook_tools_without_a_path_or_a_configured_notebook_say_how_to
     async with host(tmp_path) as client:
         code, message = await call_error(client, "notebook_status")
         assert code == "invalid_arguments"
-        assert 'give path="NAME.ipynb", or set notebook in the configuration' in message
+        assert 'which notebook? notebook_status(path="NAME.ipynb") names one, or set notebook' in message

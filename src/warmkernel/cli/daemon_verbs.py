@@ -73,6 +73,8 @@ def start(args: argparse.Namespace) -> int:
     """Start the workspace's daemon if none is live; with NB (or a configured notebook), warm its
     kernel with the notebook."""
     args = argparse.Namespace(**vars(args) | {"notebook": args.warm_notebook or args.notebook})
+    if args.notebook is not None and not Path(args.notebook).is_file():  # before a daemon starts for it
+        raise WarmkernelError("notebook_not_found", f"{notebook_path(args.notebook)} does not exist")
     descriptor, started = workspace_daemon(args, _serve_flags(args) if args.serve else [])
     if args.serve and descriptor.jupyter_url is None:
         raise WarmkernelError(
@@ -88,8 +90,10 @@ def start(args: argparse.Namespace) -> int:
         print(("started " if started else "already running: ") + descriptor.describe())
         for line in descriptor.jupyter_lines():
             print(line)
-        if outcome is not None:
-            print(outcome.text, file=sys.stderr if outcome.error_code else sys.stdout)
+        if outcome is not None and outcome.error_code is not None:
+            print(f"warmkernel: {outcome.text}", file=sys.stderr)
+        elif outcome is not None:
+            print(outcome.text)
     return exit_status("nb run", outcome) if outcome is not None else EXIT_OK
 
 
@@ -105,8 +109,6 @@ def _serve_flags(args: argparse.Namespace) -> list[str]:
     port = [] if args.server_port is None else ["--jupyter-port", str(args.server_port)]
     if args.notebook is None:
         return ["--jupyter-server", *port]
-    if not Path(args.notebook).is_file():
-        raise WarmkernelError("notebook_not_found", f"{notebook_path(args.notebook)} does not exist")
     return ["--jupyter-server", *port, "--jupyter-notebook", notebook_path(args.notebook)]
 
 

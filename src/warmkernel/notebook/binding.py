@@ -91,7 +91,8 @@ def _existing_file(workspace: Path, given: str, noun: str, code: ErrorCode) -> P
         )
     if not path.is_file():
         where = f"give a path relative to the workspace {workspace}"
-        raise WarmkernelError(code, f"{noun} {given!r} does not exist ({path}); {where}")
+        resolved = "" if str(path) == given else f" ({path})"
+        raise WarmkernelError(code, f"{noun} {given!r} does not exist{resolved}; {where}")
     return path
 
 

@@ -421,6 +421,24 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
         assert token and token not in line
 
 
+def test_serve_ends_with_its_daemon_and_says_so(cli: Cli) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "serve", "--port", "0"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    with server.stderr:
+        assert "serving MCP at" in server.stderr.readline()
+        daemon = _daemon(cli)["id"]
+        assert cli("stop").returncode == 0
+        assert server.wait(30) == 0
+        assert server.stderr.read() == f"warmkernel: daemon {daemon} stopped, and its MCP endpoint with it\n"
+
+
 def _initialize() -> dict[str, Any]:
     return {
         "protocolVersion": "2025-11-25",

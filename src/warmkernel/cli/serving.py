@@ -81,7 +81,8 @@ def serve(args: argparse.Namespace) -> int:
             while sock.recv(4096):  # the daemon says nothing more; it closes when it stops
                 pass
         except KeyboardInterrupt:
-            pass
+            return EXIT_OK
+    print(f"warmkernel: daemon {descriptor.id} stopped, and its MCP endpoint with it", file=sys.stderr)
     return EXIT_OK
 
 

@@ -30,6 +30,7 @@ CELLS = [
     "{'a': [1, 2]}",
     "{f'key_{i}': 'x' * 20 for i in range(4)}",  # a value of several lines
     "1 / 0",
+    "print('after the error')",  # a rerun reaches it: the failed cell is tagged raises-exception
 ]
 
 
@@ -66,21 +67,23 @@ async def test_the_notebook_validates_and_reruns_with_nbclient_to_the_same_outpu
     assert done == {
         "format": "ipynb",
         "path": "session.ipynb",
-        "executions": [1, 2, 3, 4, 5, 6],
-        "cells": 6,
+        "executions": [1, 2, 3, 4, 5, 6, 7],
+        "cells": 7,
         "images": 1,
         "bytes": (tmp_path / "session.ipynb").stat().st_size,
     }
     exported = nbformat.read(tmp_path / "session.ipynb", as_version=4)
     nbformat.validate(exported)
     assert [cell.source for cell in exported.cells] == CELLS
-    assert [cell.metadata["warmkernel"]["state"] for cell in exported.cells] == [*["completed"] * 5, "error"]
+    states = [*["completed"] * 5, "error", "completed"]
+    assert [cell.metadata["warmkernel"]["state"] for cell in exported.cells] == states
+    assert [cell.metadata.get("tags") for cell in exported.cells] == [*[None] * 5, ["raises-exception"], None]
     assert base64.b64decode(exported.cells[1].outputs[0].data["image/png"]) == base64.b64decode(ONE_PIXEL)
 
     rerun = nbformat.reads(nbformat.writes(exported), as_version=4)
     for cell in rerun.cells:
         cell.outputs = []
-    runner = NotebookClient(rerun, timeout=60, kernel_name="python3", allow_errors=True)
+    runner = NotebookClient(rerun, timeout=60, kernel_name="python3")
     with anyio.fail_after(90):
         await runner.async_execute(cwd=str(tmp_path))
     assert [comparable(cell.outputs) for cell in rerun.cells] == [

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from warmkernel.execution.transcript import Output, Transcript
+from warmkernel.notebook.staleness import RAISES_TAG
 from warmkernel.present.reply import duration
 from warmkernel.types import ExportFormat
 
@@ -49,6 +50,8 @@ def notebook_cell(transcript: Transcript, cell_id: str | None) -> dict[str, Any]
         "outputs": [dict(output) for output in transcript.outputs],
         "source": transcript.source,
     }
+    if any(output["output_type"] == "error" for output in transcript.outputs):
+        cell["metadata"]["tags"] = [RAISES_TAG]  # it raised when it ran: a rerun goes on past it
     if cell_id is not None:
         cell["id"] = cell_id
     return cell

@@ -147,6 +147,12 @@ def test_edited_cell_makes_its_chain_stale_and_leaves_an_independent_cell_fresh(
         "c": ("stale", "upstream_stale"),
         "d": FRESH,
     }
+    assert [cell.why for cell in status.cells] == [
+        ("its source was edited after In [1]",),
+        ("a is stale",),
+        ("b is stale",),
+        (),
+    ]
     assert status.plan == ("a", "b", "c")
 
 

@@ -229,8 +229,10 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 depends.update(
                     graph.file_writer[path] for path in run.files_read if path in graph.file_writer
                 )
-            if any(not_fresh[dependency] for dependency in depends):
+            upstream = [statuses[dependency] for dependency in sorted(depends) if not_fresh[dependency]]
+            if upstream:
                 reasons.append("upstream_stale")
+                why.extend(f"{above.id} is {above.state.replace('_', ' ')}" for above in upstream)
             if undefined:
                 reasons.append("undefined_name")
             state = "never_run" if run is None else "stale" if reasons else "fresh"
@@ -425,6 +427,7 @@ def _run_reasons(
     reasons: list[Reason] = []
     if source_hash(cell.source) != run.source_hash:
         reasons.append("source_changed")
+        why.append(f"its source was edited after In [{run.execution}]")
     if run.raised:
         reasons.append("errored")
     if changed_files:

@@ -55,17 +55,17 @@ def _describe(row: dict[str, Any]) -> str:
         )
     kernel = row["kernel"]
     memory = row.get("memory_bytes", {})  # an older daemon does not send it
-    megabytes = "/".join(
-        "?" if memory.get(part) is None else f"{memory[part] / 2**20:.0f}" for part in ("daemon", "kernels")
-    )
+    parts = [part for part in ("daemon", "kernels") if memory.get(part) is not None]
+    sizes = [f"{part} {memory[part] / 2**20:.0f} MB" for part in parts]
     running = f", running In [{row['running']}]" if row.get("running") else ""
     others = [k["name"] for k in row.get("kernels", []) if k["name"] != "main" and k["state"] != "stopped"]
     more = f"; kernels {', '.join(others)} too" if others else ""
+    pid = f", pid {kernel['pid']}" if kernel["pid"] is not None else ""  # none on a Jupyter server
+    executions = f"{row['executions']} execution{'' if row['executions'] == 1 else 's'}"
     return (
         f"{row['id']}  pid {row['pid']:<7} since {started}  {row['workspace']}\n"
-        f"    clients {row['clients']}, kernel {kernel['state']} (generation {kernel['generation']}, "
-        f"pid {kernel['pid']}){running}, {row['executions']} executions{more}, memory {megabytes} MB "
-        f"(daemon/kernels), idle {row['idle_s']:.0f} s"
+        f"    clients {row['clients']}, kernel {kernel['state']} (generation {kernel['generation']}{pid})"
+        f"{running}, {executions}{more}, memory {', '.join(sizes) or 'unknown'}, idle {row['idle_s']:.0f} s"
     )
 
 

@@ -63,6 +63,13 @@ def budget(lines: int = 300, chars: int = 16_000) -> Settings:
 # -- the inline budget ------------------------------------------------------------------------
 
 
+def test_an_error_without_a_traceback_says_its_reason_in_the_header() -> None:
+    rec = record()
+    rec.finish(ExecutionState.ERROR, reason="the kernel went idle without replying")
+    header = execution_reply(rec, SETTINGS, waited=FINISHED).text.splitlines()[0]
+    assert header.endswith(": error (the kernel went idle without replying)")
+
+
 def test_output_within_the_budget_is_shown_whole() -> None:
     reply = execution_reply(finished(numbered(10)), budget(lines=10), waited=FINISHED)
     assert body(reply) == numbered(10)

@@ -100,6 +100,8 @@ def _ending(record: ExecutionRecord) -> str:
             return f" killed ({record.end_reason})"
         case ExecutionState.DIED:
             return f" died ({record.end_reason}); its namespace was lost and a fresh kernel was started"
+        case ExecutionState.ERROR if record.end_reason:  # no traceback says it
+            return f" error ({record.end_reason})"
         case _:
             return ""
 

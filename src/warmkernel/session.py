@@ -483,7 +483,7 @@ class Session:
             if self._notebook_run is not None and (cell is None or self._notebook_run.stop_requested):
                 raise refusals.notebook_busy(self._notebook_run, "this cell was not run")
             if self._running is not None:
-                raise refusals.busy(self._running.record, "this cell was not run", client)
+                raise refusals.busy(self._running.record, "this cell was not run")
             number = self._next_number()
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(

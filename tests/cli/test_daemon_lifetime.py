@@ -287,6 +287,10 @@ def test_busy_names_the_client_whose_cell_runs(cli: Cli) -> None:
     refused = anyio.run(host_then_cli)
     assert refused.returncode == 3
     assert "(sent by host-a) is still running; this cell was not run" in refused.stderr
+    assert cli("run", "--timeout", "0.2", "import time; time.sleep(30)").returncode == 3
+    second = cli("run", "1")
+    assert "(sent by cli) is still running" in second.stderr, "another CLI command is named too"
+    cli("interrupt")
 
 
 def test_progress_reaches_only_the_client_that_waits(cli: Cli) -> None:

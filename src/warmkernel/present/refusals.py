@@ -10,12 +10,11 @@ from warmkernel.present.hints import call
 from warmkernel.types import ExecutionState
 
 
-def busy(running: ExecutionRecord, consequence: str, caller: str = "") -> WarmkernelError:
+def busy(running: ExecutionRecord, consequence: str) -> WarmkernelError:
     """`busy`: a cell runs (or waits for input), so this call did nothing. Names the client that
-    sent the running cell, unless it is the caller itself."""
+    sent the running cell (by name: two clients of one name, two CLI commands, are not told apart)."""
     number = running.number
-    other = running.client and running.client != caller
-    who = f"execution {number}" + (f" (sent by {running.client})" if other else "")
+    who = f"execution {number}" + (f" (sent by {running.client})" if running.client else "")
     if running.state is ExecutionState.AWAITING_INPUT:
         return WarmkernelError(
             "busy",

@@ -317,9 +317,11 @@ class _Api:
             return _error(exc)
         if found.result is None:
             return JSONResponse(dropped_reply(found.record).data)
-        return JSONResponse(
-            search_reply(found.record, args["stream"], args["query"], found.result, 2000).data
+        session = self._session(request)
+        reply = search_reply(
+            found.record, args["stream"], args["query"], found.result, 2000, session.settings.read_max_chars
         )
+        return JSONResponse(reply.data)
 
     async def variables(self, request: Request) -> Response:
         try:

@@ -276,7 +276,14 @@ async def search_python_output(
     )
     if found.result is None:
         return dropped_reply(found.record)
-    return search_reply(found.record, args["stream"], args["query"], found.result, args["max_chars"])
+    return search_reply(
+        found.record,
+        args["stream"],
+        args["query"],
+        found.result,
+        args["max_chars"],
+        conn.settings.read_max_chars,
+    )
 
 
 async def interrupt_python(

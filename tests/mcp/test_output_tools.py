@@ -6,6 +6,7 @@ import pytest
 from mcp import Client
 
 from tests.mcp.calls import call, call_error, run
+from tests.mcp.conftest import FreshClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -154,6 +155,22 @@ async def test_search_caps_matches_and_counts_the_rest(client: Client) -> None:
     text = await call(client, "search_python_output", query="row", execution=number, max_matches=3)
     lines = text.splitlines()
     assert lines[1:] == ["M 1 | row 1", "M 2 | row 2", "M 3 | row 3", "47 more matches"]
+
+
+async def test_a_search_reply_keeps_under_a_reads_limit_and_says_what_it_left_out(
+    fresh_client: FreshClient,
+) -> None:
+    async with fresh_client(read_max_chars=2000) as client:
+        number, _ = await run(client, "for i in range(500): print(f'match {i:03}', 'x' * 50)")
+        reply = await call(client, "search_python_output", query="match", execution=number, max_matches=500)
+        lines = reply.splitlines()
+        assert len(reply) < 2000 + 200
+        assert lines[1].startswith("M 1 | match 000")
+        shown = sum(line.startswith("M ") for line in lines)
+        assert lines[-1] == (
+            f"{500 - shown} more matches found were left out to keep the reply under 2,000 characters: "
+            "lower max_matches, the context or max_chars, or narrow the query"
+        )
 
 
 async def test_search_auto_falls_back_to_literal_and_says_so(client: Client) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.execution.search import SearchResult
+from warmkernel.execution.search import SearchLine, SearchResult
 from warmkernel.present.hints import call
 from warmkernel.present.reply import Picture, Reply, clip
 from warmkernel.types import ReadableStream
@@ -119,21 +119,40 @@ def dropped_reply(record: ExecutionRecord) -> Reply:
 
 
 def search_reply(
-    record: ExecutionRecord, stream: ReadableStream, query: str, result: SearchResult, max_chars: int | None
+    record: ExecutionRecord,
+    stream: ReadableStream,
+    query: str,
+    result: SearchResult,
+    max_chars: int | None,
+    reply_chars: int,
 ) -> Reply:
+    """The matches with their context, as many groups as fit in `reply_chars` (a read's limit)."""
     count = result.matches_total if result.matches_total is not None else f"at least {result.matches_shown}"
     header = (
         f"search {query!r} ({result.mode}) in execution {record.number} · {stream}: "
         f"{count} matching line{'s' if result.matches_total != 1 else ''}"
     )
     body: list[str] = []
-    for index, group in enumerate(result.groups):
-        if index:
-            body.append("--")
-        body.extend(
-            f"{'M' if line.is_match else 'C'} {line.number} | "
-            + (clip(line.text, max_chars) if max_chars is not None else line.text)
-            for line in group
+    groups: list[list[SearchLine]] = []
+    size = len(header)
+    for group in result.groups:
+        kept: list[SearchLine] = []
+        for line in group:
+            text = _search_line(line, max_chars)
+            size += len(text) + 1 + (3 if not kept and groups else 0)
+            if size > reply_chars and (groups or kept):
+                break
+            body.extend(["--", text] if not kept and groups else [text])
+            kept.append(line)
+        if kept:
+            groups.append(kept)
+        if len(kept) < len(group):
+            break
+    shown = sum(line.is_match for group in groups for line in group)
+    if shown < result.matches_shown:
+        body.append(
+            f"{result.matches_shown - shown} more matches found were left out to keep the reply under "
+            f"{reply_chars:,} characters: lower max_matches, the context or max_chars, or narrow the query"
         )
     if result.matches_total is None:
         body.append("more matches exist; counting stopped at the time budget")
@@ -145,10 +164,15 @@ def search_reply(
         "query": query,
         "mode": result.mode,
         "matches_total": result.matches_total,
-        "matches_shown": result.matches_shown,
+        "matches_shown": shown,
         "groups": [
-            [{"line": line.number, "text": line.text, "match": line.is_match} for line in g]
-            for g in result.groups
+            [{"line": line.number, "text": line.text, "match": line.is_match} for line in g] for g in groups
         ],
     }
     return Reply("\n".join([header, *body]), data)
+
+
+def _search_line(line: SearchLine, max_chars: int | None) -> str:
+    return f"{'M' if line.is_match else 'C'} {line.number} | " + (
+        clip(line.text, max_chars) if max_chars is not None else line.text
+    )

@@ -188,8 +188,9 @@ async def test_cell_sent_while_another_awaits_input_is_busy_and_names_the_answer
     async with cell(client, "value = input()") as (number, _):
         code, message = await call_error(client, "run_python", freeform="1")
         assert code == "busy"
-        assert message == (
-            f"execution {number} is waiting for input; this cell was not run. Answer it with "
+        assert message.startswith(f"execution {number} (sent by ")
+        assert message.endswith(
+            ") is waiting for input; this cell was not run. Answer it with "
             f'send_python_input(text="...", execution={number}), or interrupt_python() to stop it.'
         )
         status = await call(client, "python_status")

@@ -82,6 +82,9 @@ async def test_a_megabyte_line_is_clipped_by_max_chars_and_the_inline_budget(
         number, text = await run(client, "import sys\n_ = sys.stdout.write('a' + 'x' * 1_000_000 + 'z')")
         assert len(text) < 1100
         assert await read(client, number, max_chars=4) == ["axxx...[999998 chars omitted]"]
+        whole = await read(client, number)  # a reply carries 200,000 characters of it
+        assert whole[0] == "a" + "x" * 199_999 + "...[800002 chars omitted]"
+        assert whole[1].startswith("[line 1 has 1,000,002 characters, more than a reply carries")
         found = await call(client, "search_python_output", query="xz$", execution=number, max_chars=2)
         assert found.splitlines()[1:] == ["M 1 | ax...[1000000 chars omitted]"]
 

@@ -35,15 +35,25 @@ def read_reply(
         return Reply(text, facts | {"first_line": None, "last_line": None, "text": ""})
     budget = settings.read_max_chars
     shown: list[str] = []
+    too_long: tuple[int, int] | None = None
+    """A line longer than the whole reply: its number and length (only its head is shown)."""
     for line in record.output.iter_lines(stream, lo, hi):  # read lazily: the budget ends it
         line = clip(line, max_chars) if max_chars is not None else line
         if shown and len(line) + 1 > budget:
             break
+        if len(line) > budget:
+            too_long = (lo + len(shown) + 1, len(line))
         shown.append(clip(line, budget))
         budget -= len(line) + 1
     last = lo + len(shown)
     header = f"execution {record.number} · {stream} · lines {lo + 1}-{last} of {total} ({record.state.value})"
     parts = [header, *shown]
+    if too_long is not None:
+        number, length = too_long
+        parts.append(
+            f"[line {number} has {length:,} characters, more than a reply carries, and a read cannot start "
+            "inside a line: to see it whole, have the kernel write the value to a file]"
+        )
     if last < hi:
         more = call(
             "read_python_output", execution=record.number, stream=stream, line_range=f"{last + 1}:{hi}"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 from tests.cli.conftest import Cli
 
@@ -87,3 +91,33 @@ def test_an_empty_word_is_an_argument_like_any_other(cli: Cli) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("warmkernel: invalid_query: query is empty"), done.stderr
     assert cli("read", "1", "--lines", "-1:").stdout.strip().endswith("5"), "a dash value still reads"
+
+
+def test_stop_all_with_nothing_live_says_so(cli: Cli) -> None:
+    done = cli("stop", "--all")
+    assert (done.returncode, done.stdout) == (0, "No live daemons.\n")
+
+
+def test_ctrl_c_on_a_waiting_run_leaves_the_cell_running_and_says_how_to_follow_it(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "run", "import time; time.sleep(60)"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while "busy: execution 1 running" not in cli("status").stdout:
+        assert time.monotonic() < deadline, "the cell never started"
+        time.sleep(0.1)
+    waiting.send_signal(signal.SIGINT)
+    _, stderr = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130
+    assert stderr == (
+        "warmkernel: stopped waiting; the cell goes on in the kernel: `warmkernel wait` follows it, "
+        "`warmkernel interrupt` stops it\n"
+    )
+    assert "busy: execution 1 running" in cli("status").stdout
+    assert cli("interrupt").returncode == 0

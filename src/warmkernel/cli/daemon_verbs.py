@@ -150,6 +150,8 @@ def stop(args: argparse.Namespace) -> int:
             print(f"stopped {descriptor.describe()}")
     if args.json:
         print(json.dumps({"stopped": [descriptor.id for descriptor in stopped]}))
+    elif not stopping:
+        print("No live daemons.")
     if failures:
         raise WarmkernelError("daemon_error", "\n".join(failures))
     return EXIT_OK

@@ -382,11 +382,9 @@ def test_a_client_of_another_version_says_so_and_keeps_working(cli: Cli) -> None
     assert "runs warmkernel 0.0.1" in done.stdout
 
 
-@contextmanager
-def _serving(cli: Cli, *flags: str) -> Iterator[str]:
-    """`warmkernel serve --port 0 FLAGS` until the block ends (SIGTERM, which it exits 0 on); its
-    first line on stderr."""
-    server = subprocess.Popen(
+def _serve(cli: Cli, *flags: str) -> subprocess.Popen[str]:
+    """`warmkernel serve --port 0 FLAGS`, its stderr read by the test."""
+    return subprocess.Popen(
         [sys.executable, "-m", "warmkernel", "serve", "--port", "0", *flags],
         cwd=cli.workspace,
         env=cli.env,
@@ -394,6 +392,13 @@ def _serving(cli: Cli, *flags: str) -> Iterator[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@contextmanager
+def _serving(cli: Cli, *flags: str) -> Iterator[str]:
+    """`warmkernel serve --port 0 FLAGS` until the block ends (SIGTERM, which it exits 0 on); its
+    first line on stderr."""
+    server = _serve(cli, *flags)
     assert server.stderr is not None
     with server.stderr:
         try:
@@ -426,14 +431,7 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
 
 
 def test_serve_ends_with_its_daemon_and_says_so(cli: Cli) -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "serve", "--port", "0"],
-        cwd=cli.workspace,
-        env=cli.env,
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = _serve(cli)
     assert server.stderr is not None
     with server.stderr:
         assert "serving MCP at" in server.stderr.readline()

@@ -99,6 +99,11 @@ File /w/.venv/lib/python3.11/site-packages/pandas/core/apply.py:350, in Apply.ag
 --> 350     return self.agg_dict_like()
    (...)    352     pass
 
+File pandas/_libs/index.pyx:172, in pandas._libs.index.IndexEngine.get_loc()
+--> 172 'Could not get source, probably due dynamically evaluated source code.'
+File pandas/_libs/hashtable_class_helper.pxi:7726, in pandas._libs.hashtable.PyObjectHashTable.get_item()
+-> 7726 'Could not get source, probably due dynamically evaluated source code.'
+
 File /w/helpers.py:3, in check(frame)
       2 def check(frame):
 ----> 3     return frame.agg(x)
@@ -119,9 +124,11 @@ def test_library_frames_collapse_to_one_line_each_and_the_rest_stays_whole() -> 
         "Cell In[1], line 1",
         "----> 1 df.groupby('a').agg({'zz':'sum'})",
         "",
-        "[2 library frames, one line each; READ shows every frame]",
+        "[4 library frames, one line each; READ shows every frame]",
         "  site-packages/pandas/core/groupby/generic.py:1432 in DataFrameGroupBy.aggregate",
         "  site-packages/pandas/core/apply.py:350 in Apply.agg",
+        "  pandas/_libs/index.pyx:172 in pandas._libs.index.IndexEngine.get_loc",
+        "  pandas/_libs/hashtable_class_helper.pxi:7726 in pandas._libs.hashtable.PyObjectHashTable.get_item",
         "",
         "File /w/helpers.py:3, in check(frame)",
         "      2 def check(frame):",

@@ -19,9 +19,11 @@ _LIBRARY = (
     re.compile(r"(?:site|dist)-packages/.*"),
     re.compile(r"python\d+\.\d+/.*"),
     re.compile(r"<frozen [^>]+>"),
+    re.compile(r"^[^/~<].*\.p(?:yx|xi|xd)$"),
 )
-"""Where an installed package or the standard library (`.../lib/python3.11/json/...`) lives: the
-path from the match on is how a collapsed frame names its file."""
+"""Where an installed package or the standard library (`.../lib/python3.11/json/...`) lives, or a
+compiled package's Cython source (`pandas/_libs/index.pyx`, a relative path whose source IPython
+cannot show): the path from the match on is how a collapsed frame names its file."""
 
 
 def _library_frame(line: str) -> str | None:

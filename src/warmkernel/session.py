@@ -151,6 +151,8 @@ class Session:
         self._inspection_lock = anyio.Lock(fast_acquire=True)  # a cell never yields to take it free
         self._ready_since = 0.0
         self._notices: list[str] = []
+        self._counter_unsure = False
+        """A cell ended without a reply: IPython's counter may lag, and is set before the next one."""
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
@@ -250,8 +252,7 @@ class Session:
 
     async def _prepare(self, kernel: Kernel) -> None:
         """Ready a new kernel for the session's cells: numbering, and the inspection helper."""
-        # Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number.
-        await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
+        await self._align_counter(kernel)
         installed = await kernel.run_silently(
             helper.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
         )
@@ -454,8 +455,14 @@ class Session:
         """Every record, oldest first."""
         return list(self._records.values())
 
+    async def _align_counter(self, kernel: Kernel) -> None:
+        """Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number."""
+        await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
+        self._counter_unsure = False
+
     def _finished(self, tracker: ExecutionTracker) -> None:
         """The running execution ended: the next cell may start."""
+        self._counter_unsure |= tracker.unanswered
         if self._journal is not None:
             self._journal.finished(tracker.record)
         self._last_used = time.monotonic()
@@ -484,6 +491,8 @@ class Session:
                 raise refusals.notebook_busy(self._notebook_run, "this cell was not run")
             if self._running is not None:
                 raise refusals.busy(self._running.record, "this cell was not run")
+            if self._counter_unsure:
+                await self._align_counter(kernel)
             number = self._next_number()
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(

@@ -274,6 +274,12 @@ class ExecutionTracker:
         if self.record.state is ExecutionState.RUNNING and self._interrupts == interrupts:
             self.record.ask_input(prompt)
 
+    @property
+    def unanswered(self) -> bool:
+        """A cell of ours the kernel never answered (one that fails inside ipykernel sends no reply,
+        and IPython's counter may then not have moved); a foreign cell's reply goes to its sender."""
+        return not self._foreign and self._reply is None
+
     async def _finish_without_reply(self) -> None:
         await anyio.sleep(self._reply_after_idle_s)
         if not self.record.state.finished and self._reply is None:

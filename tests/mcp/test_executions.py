@@ -49,6 +49,16 @@ async def test_traceback_cell_label_matches_warmkernel_number(client: Client) ->
     assert f"Cell In[{number}], line 1" in text
 
 
+async def test_the_cell_after_one_the_kernel_never_answered_keeps_its_number_in_tracebacks(
+    fresh_client: FreshClient,
+) -> None:
+    deep = "v = " + "+".join(["1"] * 200_000)  # on 3.11, compiling it fails inside ipykernel: no reply
+    async with fresh_client() as client:
+        await run(client, f"# warmkernel: --wait 60\n{deep}")
+        number, text = await run(client, "1/0")
+        assert f"Cell In[{number}], line 1" in text
+
+
 async def test_progress_bar_collapses_to_its_last_frame(client: Client) -> None:
     code = (
         "import sys\n"

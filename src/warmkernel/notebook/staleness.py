@@ -235,6 +235,7 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 why.extend(f"{above.id} is {above.state.replace('_', ' ')}" for above in upstream)
             if undefined:
                 reasons.append("undefined_name")
+                why.extend(f"{name} is set by no cell above it" for name in undefined)
             state = "never_run" if run is None else "stale" if reasons else "fresh"
         not_fresh.append(state != "fresh")
         read = analysis.reads | analysis.mutates | (run.read_versions.keys() if run else set())
@@ -284,18 +285,18 @@ class _Graph:
 
     def static_depends(
         self, index: int, analysis: CellAnalysis, everywhere: set[str]
-    ) -> tuple[set[int], bool]:
-        """The cells above that the source's reads resolve to, and whether a read resolves to none."""
+    ) -> tuple[set[int], list[str]]:
+        """The cells above that the source's reads resolve to, and the names that resolve to none."""
         if analysis.conservative:
-            return set(range(index)), False
+            return set(range(index)), []
         found: set[int] = set()
-        undefined = False
-        for name in analysis.reads:
+        undefined: list[str] = []
+        for name in sorted(analysis.reads):
             nearest = max(self.definer.get(name, -1), self.last_conservative)
             if nearest >= 0:
                 found.add(nearest)
             elif name not in analysis.deferred_reads or name not in everywhere:
-                undefined = True
+                undefined.append(name)
         for name in analysis.optional_reads:
             if name in self.definer:
                 found.add(max(self.definer[name], self.last_conservative))

@@ -253,9 +253,9 @@ def _start_lock(workspace: Path) -> Iterator[None]:
 def ensure_daemon(
     workspace: Path,
     daemon_args: list[str],
-    environment: Mapping[str, str] | None = None,
-    kernel_options: Mapping[str, Any] | None = None,
-    describe: Describe = lambda name, value: f"{name} {value!r}",
+    environment: Mapping[str, str],
+    kernel_options: Mapping[str, Any],
+    describe: Describe,
 ) -> tuple[Descriptor, bool]:
     """The live daemon of `workspace`, else one started with `daemon_args`; and whether it was started.
 
@@ -266,7 +266,7 @@ def ensure_daemon(
     with _start_lock(workspace):
         descriptor = find_daemon(workspace)
         if descriptor is not None:
-            check_kernel_options(descriptor, kernel_options or {}, describe)
+            check_kernel_options(descriptor, kernel_options, describe)
             return descriptor, False
         return start_daemon(workspace, daemon_args, environment), True
 

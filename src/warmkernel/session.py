@@ -878,7 +878,10 @@ class Session:
         stamps = await self._stamp_files(*binding.stamp_request())
         running = self._running.record.cell_id if self._running is not None else None
         status = evaluate(notebook.cells, binding.facts(stamps, running))
-        return NotebookView(binding.shown, notebook, status, current, dict(binding.unsaved))
+        here = {cell.id for cell in notebook.cells}  # a cell no longer in the file has nothing to save
+        return NotebookView(
+            binding.shown, notebook, status, current, {i: o for i, o in binding.unsaved.items() if i in here}
+        )
 
     async def _stamp_files(self, paths: set[str], known: dict[str, FileStamp]) -> dict[str, FileStamp | None]:
         """The files' stamps now: here, or for a kernel on a Jupyter server, inside it (on its

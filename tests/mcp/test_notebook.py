@@ -457,6 +457,8 @@ async def test_outputs_are_not_saved_when_the_source_changed_on_disk_while_the_c
             "outputs of cell a's last run are not in the file: its source changed on disk since it ran"
             in status
         )
+        write_notebook(path, [("b", "print('b ran')")])  # cell a is gone from the file
+        assert "are not in the file" not in await call(client, "notebook_status", path=NB)
 
 
 async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_call(

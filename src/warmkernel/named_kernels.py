@@ -191,7 +191,7 @@ class Kernels:
                 len(session.records),
                 session.running,
                 session.bound_notebook,
-                session.idle_s(),
+                session.idle_s() if session.stopped is None else None,  # a stopped kernel is not idle
                 session.memory_bytes(),
             )
             for session in self._sessions.values()

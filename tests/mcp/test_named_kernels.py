@@ -112,7 +112,8 @@ async def test_list_stop_and_reuse(fresh_client: FreshClient) -> None:
         await run(client, SLEEP, kernel="train")
         stopped = await facts(client, "stop_python_kernel", name="train")
         assert stopped == {"kernel": "train", "killed_execution": 2}
-        assert kernel_row(await facts(client, "list_python_kernels"), "train")["state"] == "stopped"
+        stopped_row = kernel_row(await facts(client, "list_python_kernels"), "train")
+        assert (stopped_row["state"], stopped_row["idle_s"]) == ("stopped", None), "stopped, not idle"
         # records stay readable, and reading them starts no kernel
         state = await facts(client, "python_execution_status", execution=2, kernel="train")
         assert state["state"] == "killed" and "a client stopped the kernel" in state["end_reason"], state

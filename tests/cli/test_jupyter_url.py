@@ -76,3 +76,18 @@ def test_a_kernel_variable_without_a_name_is_a_usage_error(cli: Cli) -> None:
     refused = cli("start", "--jupyter-url", "http://127.0.0.1:1/", "--kernel-env", "NOEQUALS")
     assert refused.returncode == 2
     assert "--kernel-env: expected NAME=VALUE, not 'NOEQUALS'" in refused.stderr
+
+
+def test_another_token_for_the_live_daemons_server_is_refused_without_showing_either(cli: Cli) -> None:
+    server = ["--jupyter-url", "http://127.0.0.1:1/"]  # nothing answers: the daemon starts all the same
+    assert cli("start", *server, "--jupyter-token", "first-secret").returncode == 0
+    refused = cli("start", *server, "--jupyter-token", "second-secret")
+    assert refused.returncode == 2
+    message = refused.stderr
+    assert "kernel_options_differ" in message and "--jupyter-token (sha256 " in message
+    assert "first-secret" not in message and "second-secret" not in message
+    assert cli("start", *server, "--jupyter-token", "first-secret").returncode == 0, "the same token"
+    cli.extra_env["WARMKERNEL_JUPYTER_TOKEN"] = "for-another-server"
+    ran = cli("run", "1")  # fails: nothing answers at that URL; but not for the token
+    assert "kernel_options_differ" not in ran.stderr, "a token in the environment names no server"
+    assert cli("stop").returncode == 0

@@ -7,6 +7,7 @@ what a live daemon must match (`workspace_daemon`), reply options in the client'
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -400,11 +401,25 @@ def asked_kernel_options(args: argparse.Namespace) -> dict[str, Any]:
     # A path is made absolute: relative to the workspace, as the daemon (started there) sees it.
     if asked.get("python") not in (None, "auto"):
         asked["python"] = os.path.abspath(asked["python"])
+    # The token is compared only for a server named here: one in the environment for any use is not
+    # a wish about this daemon.
+    if asked.get("jupyter_url") is not None and (token := _jupyter_token(args)) is not None:
+        asked[_TOKEN] = _fingerprint(token)
     return asked
+
+
+_TOKEN = "jupyter_token_sha256"
+"""How a descriptor states the Jupyter token: its fingerprint, never the secret."""
+
+
+def _fingerprint(token: str | None) -> str | None:
+    return hashlib.sha256(token.encode()).hexdigest()[:16] if token else None
 
 
 def describe_kernel_option(field: str, value: Any) -> str:
     """A kernel option as its flag writes it (`--max-kernel-memory 8G`); `no FLAG` when unset."""
+    if field == _TOKEN:
+        return f"--jupyter-token (sha256 {value[:8]}…)" if value else "no --jupyter-token"
     switch = next((switch for switch in _SWITCHES if switch.field == field), None)
     if switch is not None:
         return switch.flag if value == switch.value else f"no {switch.flag}"
@@ -419,7 +434,9 @@ def describe_kernel_option(field: str, value: Any) -> str:
 def kernel_options_of(settings: Settings) -> dict[str, Any]:
     """What a daemon states about its kernel options, for clients to compare with theirs."""
     fields = [option.field for option in _OPTIONS if option.scope == "kernel"]
-    return {field: getattr(settings, field) for field in [*fields, *(switch.field for switch in _SWITCHES)]}
+    fields += [switch.field for switch in _SWITCHES]
+    stated = {field: getattr(settings, field) for field in fields}
+    return stated | {_TOKEN: _fingerprint(settings.jupyter_token)}
 
 
 def reply_options(args: argparse.Namespace) -> dict[str, Any]:

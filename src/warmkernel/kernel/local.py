@@ -248,7 +248,7 @@ class LocalLauncher:
 
     async def _launch(self, generation: Generation) -> LocalKernel:
         environment = await self.environment()
-        name = f"k{next(self._starts)}"
+        name = f"start-{next(self._starts)}"  # its files: kernel-start-3.json, cgroup wk-…-start-3
         return await LocalKernel.start(self._tg, self._root, environment, self._cwd, generation, name=name)
 
     async def retire(self, kernel: Kernel) -> None:

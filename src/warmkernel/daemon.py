@@ -131,7 +131,8 @@ async def _serve(
         daemon.face = face
         try:
             if options.ready_fd is not None:
-                os.write(options.ready_fd, f"{descriptor.id}\n".encode())
+                with contextlib.suppress(BrokenPipeError):  # the command that started it is gone: it stays
+                    os.write(options.ready_fd, f"{descriptor.id}\n".encode())
                 os.close(options.ready_fd)
             async with listener, anyio.create_task_group() as tg:
                 daemon.tg = tg

@@ -455,3 +455,29 @@ def _status() -> dict[str, Any]:
 
 def _run(code: str) -> dict[str, Any]:
     return {"name": "run_python", "arguments": {"freeform": code}}
+
+
+def test_a_daemon_whose_starter_is_gone_before_it_is_ready_stays(cli: Cli) -> None:
+    # As when the command that starts it is interrupted: no one reads its ready line.
+    read, write = os.pipe()
+    os.close(read)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "daemon", "--ready-fd", str(write)],
+        cwd=cli.workspace,
+        env=cli.env,
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while not json.loads(cli("sessions", "--json").stdout):
+        assert daemon.poll() is None, daemon.communicate()[1]
+        assert time.monotonic() < deadline, "the daemon never became ready"
+        time.sleep(0.2)
+    assert cli("run", "1 + 1").stdout.splitlines()[-1] == "Out[1]: 2"
+    assert cli("stop").returncode == 0
+    assert daemon.wait(30) == 0
+    assert daemon.stderr is not None
+    daemon.stderr.close()

@@ -21,9 +21,6 @@ from warmkernel.cli.serving import SERVING_VERBS
 from warmkernel.cli.tool_verbs import run_tool_verb
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 
-WAITING_VERBS = frozenset({"run", "wait", "input"})
-"""Verbs that wait on a cell, which a Ctrl-C does not stop."""
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
@@ -54,13 +51,6 @@ def _run(words: list[str]) -> int:
             print(f"warmkernel: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.code in CALLER_MISTAKES else EXIT_ERROR
     except KeyboardInterrupt:
-        if args.verb in WAITING_VERBS:
-            with contextlib.suppress(OSError):
-                print(
-                    "warmkernel: stopped waiting; the cell goes on in the kernel: `warmkernel wait` "
-                    "follows it, `warmkernel interrupt` stops it",
-                    file=sys.stderr,
-                )
         return 130
     except BrokenPipeError:
         raise  # for `main`

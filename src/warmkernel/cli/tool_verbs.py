@@ -153,7 +153,16 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     descriptor = chosen_daemon(args, start=tool.starts_daemon)
     live_line = tool.name == RUN and sys.stdout.isatty() and not args.json
     with open_daemon(descriptor) as client, _elapsed_line(enabled=live_line):
-        outcome = client.call_tool(tool.name, arguments)
+        try:
+            outcome = client.call_tool(tool.name, arguments)
+        except KeyboardInterrupt:
+            if args.tool_verb.name in WAITING_VERBS:  # the cell was sent: a Ctrl-C here stops the wait
+                print(
+                    "warmkernel: stopped waiting; the cell goes on in the kernel: `warmkernel wait` "
+                    "follows it, `warmkernel interrupt` stops it",
+                    file=sys.stderr,
+                )
+            raise
     attach = tool.name == "python_status" and outcome.error_code is None
     if args.json:
         where = {"jupyter_url": descriptor.jupyter_url, "jupyter_lab_url": descriptor.jupyter_lab_url}
@@ -166,6 +175,8 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     return exit_status(args.tool_verb.name, outcome)
 
 
+WAITING_VERBS = frozenset({"run", "wait", "input", "nb run"})
+"""Verbs that wait on a cell, which a Ctrl-C does not stop."""
 IMAGE_VERBS = frozenset({"run", "input", "wait", "show", "read", "nb run"})
 """Verbs whose replies may carry images, which they write to files (`-o DIR`)."""
 

@@ -171,6 +171,15 @@ async def test_a_search_reply_keeps_under_a_reads_limit_and_says_what_it_left_ou
             f"{500 - shown} more matches found were left out to keep the reply under 2,000 characters: "
             "lower max_matches, the context or max_chars, or narrow the query"
         )
+        # context never crowds a match out: the one match shows, without the context that does not fit
+        crowded = await call(
+            client, "search_python_output", query="match 400 ", execution=number, context_before=300
+        )
+        assert len(crowded) < 2000 and "\nM 401 | match 400 " in crowded
+        # a line longer than the reply is clipped to it
+        long, _ = await run(client, "print('A' * 5000 + 'END')")
+        clipped = await call(client, "search_python_output", query="END", execution=long)
+        assert len(clipped) < 2000 and clipped.splitlines()[1].startswith("M 1 | AAAA")
 
 
 async def test_search_auto_falls_back_to_literal_and_says_so(client: Client) -> None:

@@ -136,33 +136,24 @@ def search_reply(
     max_chars: int | None,
     reply_chars: int,
 ) -> Reply:
-    """The matches with their context, as many groups as fit in `reply_chars` (a read's limit)."""
+    """The matches with their context, within `reply_chars` (a read's limit): see `_fitted`."""
     count = result.matches_total if result.matches_total is not None else f"at least {result.matches_shown}"
     header = (
         f"search {query!r} ({result.mode}) in execution {record.number} · {stream}: "
         f"{count} matching line{'s' if result.matches_total != 1 else ''}"
     )
+    groups = _fitted(result.groups, max_chars, reply_chars - len(header) - _NOTES_CHARS)
     body: list[str] = []
-    groups: list[list[SearchLine]] = []
-    size = len(header)
-    for group in result.groups:
-        kept: list[SearchLine] = []
-        for line in group:
-            text = _search_line(line, max_chars)
-            size += len(text) + 1 + (3 if not kept and groups else 0)
-            if size > reply_chars and (groups or kept):
-                break
-            body.extend(["--", text] if not kept and groups else [text])
-            kept.append(line)
-        if kept:
-            groups.append(kept)
-        if len(kept) < len(group):
-            break
-    shown = sum(line.is_match for group in groups for line in group)
+    for group in groups:
+        body.extend(["--"] if body else [])
+        body.extend(f"{'M' if line.is_match else 'C'} {line.number} | {text}" for line, text in group)
+    shown = sum(line.is_match for group in groups for line, _ in group)
     if shown < result.matches_shown:
+        left = result.matches_shown - shown
         body.append(
-            f"{result.matches_shown - shown} more matches found were left out to keep the reply under "
-            f"{reply_chars:,} characters: lower max_matches, the context or max_chars, or narrow the query"
+            f"{left} more {'match' if left == 1 else 'matches'} found {'was' if left == 1 else 'were'} left "
+            f"out to keep the reply under {reply_chars:,} characters: lower max_matches, the context or "
+            "max_chars, or narrow the query"
         )
     if result.matches_total is None:
         body.append("more matches exist; counting stopped at the time budget")
@@ -176,13 +167,44 @@ def search_reply(
         "matches_total": result.matches_total,
         "matches_shown": shown,
         "groups": [
-            [{"line": line.number, "text": line.text, "match": line.is_match} for line in g] for g in groups
+            [{"line": line.number, "text": text, "match": line.is_match} for line, text in group]
+            for group in groups
         ],
     }
     return Reply("\n".join([header, *body]), data)
 
 
-def _search_line(line: SearchLine, max_chars: int | None) -> str:
-    return f"{'M' if line.is_match else 'C'} {line.number} | " + (
-        clip(line.text, max_chars) if max_chars is not None else line.text
-    )
+_NOTES_CHARS = 400
+"""Room kept for a search reply's closing notes."""
+_LINE_CHARS = 16
+"""What a shown line adds beside its text: `M 1234567 | `, a newline, a group's `--`."""
+
+
+def _fitted(
+    groups: list[list[SearchLine]], max_chars: int | None, budget: int
+) -> list[list[tuple[SearchLine, str]]]:
+    """Each line with its text as shown (clipped to `max_chars`): the groups that fit in `budget`
+    characters whole; of the first that does not, its matches alone, so that context never
+    crowds a match out. A first match longer than the budget is clipped to it."""
+    fitted: list[list[tuple[SearchLine, str]]] = []
+    for group in groups:
+        shown = [(line, clip(line.text, max_chars) if max_chars is not None else line.text) for line in group]
+        size = sum(len(text) + _LINE_CHARS for _, text in shown)
+        if size <= budget:
+            fitted.append(shown)
+            budget -= size
+            continue
+        matches: list[tuple[SearchLine, str]] = []
+        for line, text in shown:
+            if not line.is_match:
+                continue
+            if len(text) + _LINE_CHARS > budget:
+                if fitted or matches:
+                    break
+                text = clip(text, max(budget - _LINE_CHARS, 0))
+            matches.append((line, text))
+            budget -= len(text) + _LINE_CHARS
+        if matches:
+            fitted.append(matches)
+        break
+    return fitted

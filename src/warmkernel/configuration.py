@@ -225,6 +225,8 @@ def _file_value(setting: Setting, raw: Any, shown: str) -> Any:
         _word_value(setting, _show(raw), shown)  # refused in the flag's own words, where it has them
         raise WarmkernelError("invalid_config", f"{shown}: valid is {_valid(setting)}")
     value = _word_value(setting, str(raw), shown)
+    if isinstance(value, Path) and not isinstance(raw, str):
+        raise WarmkernelError("invalid_config", f"{shown}: valid is a path, as a string")
     return value.expanduser() if isinstance(value, Path) else value
 
 

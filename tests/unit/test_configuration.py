@@ -44,7 +44,8 @@ def _sample(setting: Setting) -> tuple[list[str], str]:
         word = str(setting.choices[-1])
     else:
         word = next(w for w in ("3", "2.5", "x", "NAME=x") if _accepts(setting, w))
-    toml = word if word[0].isdigit() else f'"{word}"'
+    numeric = word[0].isdigit() and not isinstance(setting.convert(word), Path)
+    toml = word if numeric else f'"{word}"'
     return [setting.flag, word], f"[{toml}]" if setting.many else toml
 
 
@@ -141,7 +142,10 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
         ("inline_lines = 0\n", ":1: inline_lines = 0: must be 1 or more, not 0"),
         ("max_kernels = 0\n", ":1: max_kernels = 0: must be 1 or more, not 0"),
         ("max_images = -1\n", ":1: max_images = -1: must be 0 or more, not -1"),
-        ("kernel_idle_stop = -5\n", ":1: kernel_idle_stop = -5: must be 0 or more, not -5"),
+        ("kernel_idle_stop = -5\n", ":1: kernel_idle_stop = -5: must be a finite number of seconds, 0 or"),
+        ("idle_stop = inf\n", ":1: idle_stop = inf: must be a finite number of seconds, 0 or more, not inf"),
+        ("state_dir = ''\n", ':1: state_dir = "": expected a directory\'s path, not an empty one'),
+        ("state_dir = 5\n", ":1: state_dir = 5: valid is a path, as a string"),
         ("result_mode = 'fancy'\n", ":1: result_mode = \"fancy\": valid is one of 'content', 'structured'"),
         ("save_outputs = 'no'\n", ':1: save_outputs = "no": valid is true or false'),
         ("\n\ninline_chrs = 8000\n", ":3: inline_chrs = 8000: unknown setting; did you mean inline_chars?"),
@@ -152,7 +156,8 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
         ("inspection = 3\n", ":1: inspection = 3: valid is a table: summarizers = "),
     ],
     ids=["not a number", "a bool for a number", "a bool for a duration", "out of range", "no wait",
-         "no line", "no kernel", "fewer than no image", "a negative idle time", "not a choice", "not a bool",
+         "no line", "no kernel", "fewer than no image", "a negative idle time", "an endless idle time",
+         "an empty directory", "a number for a directory", "not a choice", "not a bool",
          "unknown key", "ipykeep's name", "malformed", "summarizers not a list", "unknown inspection key",
          "inspection not a table"],
 )  # fmt: skip

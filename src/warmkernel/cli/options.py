@@ -99,9 +99,16 @@ def _duration(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, 0 or more, not {text}")
     return value
+
+
+def _directory(text: str) -> Path:
+    """A directory's path; an empty one would be the current directory, which no one means."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a directory's path, not an empty one")
+    return Path(text)
 
 
 _OPTIONS = (
@@ -365,7 +372,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
         )
         kernel.add_argument(
             "--state-dir",
-            type=Path,
+            type=_directory,
             metavar="DIR",
             help="where a daemon started here keeps the journal of its records (default: "
             "$XDG_STATE_HOME/warmkernel or ~/.local/state/warmkernel)",

@@ -96,8 +96,8 @@ def export_onto_notebook(path: str, holder: str) -> WarmkernelError:
     return WarmkernelError(
         "invalid_arguments",
         f"{path!r} is the notebook kernel {holder} is bound to, which an export never replaces; "
-        f"{call('executions_to_notebook', path=path)} adds cells to it without replacing the others, "
-        "or export to another path",
+        f"{call('executions_to_notebook', executions='...', path=path)} adds cells to it without "
+        "replacing the others, or export to another path",
     )
 
 
@@ -131,7 +131,7 @@ def no_namespace(kernel: str, stopped: str, done: str) -> WarmkernelError:
     return WarmkernelError(
         "inspection_failed",
         f"variables cannot be {done}: kernel {kernel} is stopped ({stopped}), so it has no namespace; "
-        f"{call('run_python', freeform='...', kernel=kernel)} starts it again, empty",
+        f"{call('run_python', freeform='...')} starts it again, empty",
     )
 
 

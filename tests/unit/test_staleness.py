@@ -291,6 +291,7 @@ def test_erroring_cell_is_stale_and_so_are_its_readers() -> None:
         "c": FRESH,
         "d": ("never_run", "never_run", "upstream_stale"),
     }
+    assert status.cells[1].why == ("its last run (In [2]) raised an error",)
     assert status.plan == ("b", "d")
 
 

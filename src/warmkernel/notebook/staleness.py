@@ -431,6 +431,7 @@ def _run_reasons(
         why.append(f"its source was edited after In [{run.execution}]")
     if run.raised:
         reasons.append("errored")
+        why.append(f"its last run (In [{run.execution}]) raised an error")
     if changed_files:
         reasons.append("file_changed")
         why.extend(f"{path} changed" for path in changed_files)

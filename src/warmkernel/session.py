@@ -28,7 +28,7 @@ import anyio.abc
 from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.charts import Charts
-from warmkernel.execution.directive import parse_directives
+from warmkernel.execution.directive import kernel_source, parse_directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.line_range import parse_line_range
 from warmkernel.execution.output_log import OutputDropped, OutputLog
@@ -519,7 +519,8 @@ class Session:
             if cell is not None:
                 record.cell_id = cell.id
                 inbox = self._bound().start_run(cell, record, begun, tracker)
-            tracker.msg_id = kernel.channel.execute(transformed.source, inbox, allow_stdin=True)
+            runs = kernel_source(transformed.source)
+            tracker.msg_id = kernel.channel.execute(runs, inbox, allow_stdin=True)
             if self._journal is not None:  # while the kernel runs the cell, before any of its output
                 self._journal.started(record)
         self._announce()

@@ -47,6 +47,12 @@ def test_run_timeout_bounds_the_wait_unless_the_cell_sets_its_own(daemon_cli: Cl
     assert own.returncode == 0, own.stdout
 
 
+def test_run_timeout_on_a_cell_magic_leaves_its_body_as_written(daemon_cli: Cli) -> None:
+    ran = daemon_cli("run", "--timeout", "30", "%%writefile magic.txt\nhello")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (daemon_cli.workspace / "magic.txt").read_text() == "hello\n", "no directive line written"
+
+
 def test_usage_errors_exit_2(daemon_cli: Cli) -> None:
     assert daemon_cli("run", "1").returncode == 0
     done = daemon_cli("read", "--lines", "1-3")

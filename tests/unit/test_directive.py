@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.directive import Directives, parse_directives
+from warmkernel.execution.directive import Directives, kernel_source, parse_directives
 
 
 @pytest.mark.parametrize(
@@ -283,3 +283,16 @@ def directive_cells(draw: st.DrawFn) -> tuple[str, Directives]:
 def test_any_valid_combination_of_options_round_trips(cell: tuple[str, Directives]) -> None:
     source, expected = cell
     assert parse_directives(source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "runs"),
+    [
+        ("x = 1\n# warmkernel: --wait 5", "x = 1\n# warmkernel: --wait 5"),  # Python: a comment, kept
+        ("%%writefile out.txt\nhello\n# warmkernel: --wait 5", "%%writefile out.txt\nhello\n"),
+        ("%%bash\r\n# warmkernel: --wait 5\r\necho hi\r\n", "%%bash\r\necho hi\r\n"),
+    ],
+    ids=["python", "cell magic", "cell magic, CRLF"],
+)
+def test_a_cell_magic_runs_without_its_directive_lines(source: str, runs: str) -> None:
+    assert kernel_source(source) == runs

@@ -7,7 +7,9 @@ string literal, followed by exactly one space and options separated by single sp
 
 Several directive lines in one cell combine; each option may appear once per cell. In a
 cell magic (source starting with `%%`) the body is not Python, so every line is considered.
-Directives are comments: the source is only read, never changed.
+In Python, directives are comments, and the source runs as it is; a cell magic's body runs
+without them (`kernel_source`), since there they would be its text (`%%writefile` would write
+them).
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ def parse_directives(source: str) -> Directives:
                 seen_on[option.name] = line.number
                 values[option.field] = value
     return Directives(**values)
+
+
+def kernel_source(source: str) -> str:
+    """What the kernel runs of a cell: the cell itself, or a cell magic without its directive lines."""
+    if not source.startswith("%%"):
+        return source
+    kept = (line for line in split_lines(source) if not line.text.startswith(PREFIX))
+    return "".join(line.text + line.newline for line in kept)
 
 
 def _parse_line(rest: str, number: int) -> list[tuple[_Option, float | bool]]:

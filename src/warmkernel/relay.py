@@ -17,6 +17,7 @@ stay: the daemon runs in a session of its own (`discovery.start_daemon`).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -51,6 +52,27 @@ def relay(descriptor: Descriptor, options: Mapping[str, Any]) -> NoReturn:
     fd = sock.detach()
     os.set_inheritable(fd, True)
     os.execv(sys.executable, [sys.executable, "-S", "-I", str(PUMP), str(fd), mode])
+
+
+def refuse_host(error: WarmkernelError) -> None:
+    """Answer the host's first request (its `initialize`) with why there is no daemon to relay to,
+    so that the host shows the reason rather than a closed connection. Only a host's pipe is read:
+    a person at a terminal sees the error on stderr."""
+    if not _is_pipe(0):
+        return
+    try:
+        request = json.loads(sys.stdin.buffer.readline())
+    except ValueError:
+        return
+    if isinstance(request, dict) and "id" in request:
+        message = {"code": _SERVER_ERROR, "message": f"{error.code}: {error.message}"}
+        reply = {"jsonrpc": "2.0", "id": request["id"], "error": message}
+        sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+        sys.stdout.buffer.flush()
+
+
+_SERVER_ERROR = -32000
+"""JSON-RPC's first code for an implementation's own server errors."""
 
 
 def _is_pipe(fd: int) -> bool:

@@ -27,6 +27,7 @@ from warmkernel.cli.options import (
 )
 from warmkernel.client import open_socket
 from warmkernel.config import Settings
+from warmkernel.errors import WarmkernelError
 from warmkernel.workspace import Workspace
 
 
@@ -44,9 +45,13 @@ def mcp(args: argparse.Namespace) -> int:
         workspace = workspace_of(args)
         _run_until_signalled(own_kernel, _settings(args), workspace)
         return EXIT_OK
-    from warmkernel.relay import relay
+    from warmkernel.relay import refuse_host, relay
 
-    descriptor, _ = workspace_daemon(args)
+    try:
+        descriptor, _ = workspace_daemon(args)
+    except WarmkernelError as exc:
+        refuse_host(exc)
+        raise
     relay(descriptor, reply_options(args))  # becomes the byte pump: never returns
 
 
@@ -124,8 +129,6 @@ def _run_until_signalled(
 ) -> None:
     """Run `serve` until it returns or a signal asks us to stop; clean up either way."""
     import anyio
-
-    from warmkernel.errors import WarmkernelError
 
     async def main() -> None:
         failure: WarmkernelError | None = None

@@ -7,7 +7,6 @@ what a live daemon must match (`workspace_daemon`), reply options in the client'
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -420,6 +419,8 @@ _TOKEN = "jupyter_token_sha256"
 
 
 def _fingerprint(token: str | None) -> str | None:
+    import hashlib  # here: only a token needs it, and it loads OpenSSL
+
     return hashlib.sha256(token.encode()).hexdigest()[:16] if token else None
 
 

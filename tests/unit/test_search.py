@@ -88,6 +88,11 @@ def test_matches_and_context_are_marked_and_grouped(
     assert result.matches_total == result.matches_shown == sum(m.startswith("M") for g in expected for m in g)
 
 
+def test_a_context_larger_than_any_output_takes_every_line() -> None:
+    result = run(TEN, "line 5$", before=2**63, after=2**63)
+    assert marked(result) == [[f"{'M' if n == 5 else 'C'} {n}" for n in range(1, 11)]]
+
+
 def test_lines_carry_their_text_and_one_based_numbers() -> None:
     result = run(["alpha", "beta", "gamma"], "beta", before=1)
     assert [(line.number, line.text, line.is_match) for line in result.groups[0]] == [

@@ -15,6 +15,7 @@ searched line by line instead.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -240,7 +241,8 @@ class _Grouper:
     def __init__(self, before: int, after: int) -> None:
         self.groups: list[list[SearchLine]] = []
         self._before_count = before
-        self._before: deque[tuple[int, str]] = deque(maxlen=before)
+        # A deque's bound is a C integer; a larger count (2**63) asks for every line anyway.
+        self._before: deque[tuple[int, str]] = deque(maxlen=min(before, sys.maxsize))
         self._after = after
         self._owed = 0  # context lines still owed to the last match
 

@@ -156,9 +156,7 @@ def _file_values(
     found: dict[str, Found] = {}
     summarizers: tuple[str, ...] | None = None
     for key, raw in table.items():
-        line = _line_of(text, table_path, key)
-        where = f"{path}:{line}" if line else str(path)
-        shown = f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
+        where, shown = _located(path, text, table_path, key, raw)
         if project and key in PROJECT_TABLES:
             summarizers = _inspection(path, text, (*table_path, key), raw, shown)
             continue
@@ -179,6 +177,13 @@ def _file_values(
     return found, summarizers
 
 
+def _located(path: Path, text: str, table_path: tuple[str, ...], key: str, raw: Any) -> tuple[str, str]:
+    """Where a key is set (`/w/pyproject.toml:12`), and that with the key and its value, for messages."""
+    line = _line_of(text, table_path, key)
+    where = f"{path}:{line}" if line else str(path)
+    return where, f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
+
+
 def _inspection(
     path: Path, text: str, table_path: tuple[str, ...], table: Any, shown: str
 ) -> tuple[str, ...] | None:
@@ -188,9 +193,7 @@ def _inspection(
             "invalid_config", f'{shown}: valid is a table: summarizers = ["package.module:function"]'
         )
     for key, raw in table.items():
-        line = _line_of(text, table_path, key)
-        where = f"{path}:{line}" if line else str(path)
-        entry = f"{where}: {'.'.join([*table_path, key])} = {_show(raw)}"
+        _, entry = _located(path, text, table_path, key, raw)
         if key != "summarizers":
             raise WarmkernelError(
                 "invalid_config", f"{entry}: unknown setting; the inspection table has summarizers"

@@ -65,8 +65,11 @@ def state_dir() -> Path:
 
 def workspace_dir(workspace: Path, state_dir: Path | None = None) -> Path:
     """Where the journal of `workspace` lives (the directory itself is not created here)."""
-    root = state_dir if state_dir is not None else _configured_state_dir()
-    return _private_dir(_private_dir(root) / "workspaces") / _key(workspace)
+    return _private_dir(_private_dir(_root(state_dir)) / "workspaces") / _key(workspace)
+
+
+def _root(state_dir: Path | None) -> Path:
+    return state_dir if state_dir is not None else _configured_state_dir()
 
 
 def _key(workspace: Path) -> str:
@@ -76,8 +79,7 @@ def _key(workspace: Path) -> str:
 def journaled_executions(workspace: Path, state_dir: Path | None = None) -> dict[str, int]:
     """How many executions the journal of `workspace` keeps, by kernel (those with any): read, not
     taken, and nothing created (for a message; empty when there is no journal)."""
-    root = state_dir if state_dir is not None else _configured_state_dir()
-    directory = root / "workspaces" / _key(workspace)
+    directory = _root(state_dir) / "workspaces" / _key(workspace)
     paths = {MAIN_KERNEL: directory / _EVENTS}
     paths |= {path.parent.name: path for path in sorted(directory.glob(f"{_KERNELS}/*/{_EVENTS}"))}
     counts: dict[str, int] = {}

@@ -191,7 +191,7 @@ class Kernels:
                 len(session.records),
                 session.running,
                 session.bound_notebook,
-                session.idle_s() if session.stopped is None else None,  # a stopped kernel is not idle
+                session.idle_s(),
                 session.memory_bytes(),
             )
             for session in self._sessions.values()
@@ -250,7 +250,6 @@ class Kernels:
             await anyio.sleep(min(60.0, limit / 4))
             for session in list(self._sessions.values()):
                 idle_s = session.idle_s()
-                idle = idle_s is not None and idle_s >= limit
-                if session.name != MAIN_KERNEL and session.stopped is None and idle:
+                if session.name != MAIN_KERNEL and idle_s is not None and idle_s >= limit:
                     await session.stop(f"the kernel was stopped after {limit:g} s idle")
                     session.tell(idle_stop_notice(session.name, limit))

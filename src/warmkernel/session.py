@@ -151,11 +151,11 @@ class Session:
         self._inspection_lock = anyio.Lock(fast_acquire=True)  # a cell never yields to take it free
         self._ready_since = 0.0
         self._notices: list[str] = []
-        self._counter_unsure = False
-        """A cell ended without a reply: IPython's counter may lag, and is set before the next one."""
         """One-time messages (e.g. that the namespace was lost), each shown once to every connection."""
         self._notices_shown = 0
         """Notices before this index reached some connection; later ones wait for the next reply."""
+        self._counter_unsure = False
+        """A cell ended without a reply: IPython's counter may lag, and is set before the next one."""
         self._changed = anyio.Event()
         """Set (and replaced) when an execution starts or ends, a kernel starts, or a notebook is bound."""
         self._environment_told = False
@@ -420,8 +420,9 @@ class Session:
             self._last_used = time.monotonic()
 
     def idle_s(self) -> float | None:
-        """How long the kernel has had no call and no running cell; None while it has one."""
-        if self._calls or self._running is not None:
+        """How long the kernel has had no call and no running cell; None while it has one, or is
+        stopped (a stopped kernel is not idle)."""
+        if self._calls or self._running is not None or self.stopped is not None:
             return None
         return time.monotonic() - self._last_used
 

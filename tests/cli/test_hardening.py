@@ -159,23 +159,47 @@ def test_a_runtime_directory_that_is_a_symlink_is_refused_and_its_target_left_al
 
 
 def test_a_starting_daemon_sweeps_the_runtime_roots_of_servers_that_are_gone(cli: Cli) -> None:
-    gone_owner = Path(tempfile.mkdtemp(prefix="wk-"))
-    (gone_owner / "owner").write_text("999999999 1.0")  # no such process
+    me = psutil.Process()
+    since_boot = me.create_time() - psutil.boot_time()
+
+    def root(owner: str | None) -> Path:
+        made = Path(tempfile.mkdtemp(prefix="wk-"))
+        if owner is not None:
+            (made / "owner").write_text(owner)
+        return made
+
+    gone_owner = root("999999999 since-boot 1.0")  # no such process
     (gone_owner / "kernel-1.log").write_text("left behind")
-    unnamed = Path(tempfile.mkdtemp(prefix="wk-"))  # an older version's root: its owner is unknown
-    alive = Path(tempfile.mkdtemp(prefix="wk-"))
-    (alive / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}")
-    young = Path(tempfile.mkdtemp(prefix="wk-"))  # just made: its owner file may be on the way
+    reused_pid = root(f"{me.pid} since-boot {since_boot - 3600}")  # this pid, but not this process
+    alive = root(f"{me.pid} since-boot {since_boot}")
+    # An older version's owner file: an epoch start time, an hour off as after a step of the wall
+    # clock; its root is kept while a process of that pid runs.
+    older_version = root(f"{me.pid} {me.create_time() - 3600}")
+    older_version_gone = root("999999999 1.0")
+    unnamed = root(None)  # an even older version's root: its owner is unknown
+    young = root(None)  # just made: its owner file may be on the way
+    swept = (gone_owner, reused_pid, older_version_gone)
+    kept = (alive, older_version, unnamed)
     an_hour_ago = time.time() - 3600
-    for root in (gone_owner, unnamed, alive):
-        os.utime(root, (an_hour_ago, an_hour_ago))
+    for old in (*swept, *kept):
+        os.utime(old, (an_hour_ago, an_hour_ago))
     try:
         assert cli("start").returncode == 0
-        assert not gone_owner.exists()
-        assert alive.exists() and young.exists() and unnamed.exists()
+        assert [path.exists() for path in swept] == [False] * len(swept)
+        assert [path.exists() for path in (*kept, young)] == [True] * (len(kept) + 1)
     finally:
-        for root in (gone_owner, unnamed, alive, young):
-            shutil.rmtree(root, ignore_errors=True)
+        for made in (*swept, *kept, young):
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def test_a_servers_root_names_its_owner_by_its_start_since_boot(cli: Cli) -> None:
+    assert cli("start").returncode == 0
+    status = json.loads(cli("status", "--json").stdout)
+    owner = (Path(str(status["connection_file"])).parent / "owner").read_text().split()
+    daemon = psutil.Process(int(owner[0]))
+    assert owner[1] == "since-boot"
+    assert abs(float(owner[2]) - (daemon.create_time() - psutil.boot_time())) < 1
+    assert " ".join(daemon.cmdline()).startswith("warmkernel daemon")
 
 
 def _unmarked_grandchild(cli: Cli) -> tuple[int, dict[str, object]]:

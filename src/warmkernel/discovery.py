@@ -160,7 +160,8 @@ def daemon_title(workspace: Path | str) -> str:
 
 def _alive(descriptor: Descriptor) -> bool:
     """The descriptor's process still runs (not a zombie) and is that daemon, not a reused pid:
-    it bears the daemon's title, or it started before the descriptor was written.
+    it bears the daemon's title, or it started before the descriptor was written (a daemon of an
+    older version, which did not always rename itself).
 
     The title decides first: psutil derives a start time from the boot time the wall clock implies
     now, so a clock stepped forward since (NTP, a resumed virtual machine) makes a live daemon
@@ -329,8 +330,8 @@ def _fork_daemon(
 
     Forked rather than spawned: the child has an interpreter with the CLI's modules already, which
     a spawned daemon spends over a tenth of a second on (the callers, the CLI and the relay, run
-    no thread). Its process title is its own, so the command line it was forked from (a cell's
-    source, a token typed there) does not stay in `ps` for the daemon's life.
+    no thread). The daemon renames itself (`cli.serving.daemon`), so the command line it was
+    forked from (a cell's source, a token typed there) does not stay in `ps` for its life.
     """
     gc.collect()  # garbage holding a descriptor of ours must not close, in the child, a reuse of it
     sys.stdout.flush()
@@ -340,9 +341,6 @@ def _fork_daemon(
         return pid
     code = 1
     try:
-        from setproctitle import setproctitle
-
-        setproctitle(daemon_title(workspace))
         os.setsid()
         os.chdir(workspace)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)

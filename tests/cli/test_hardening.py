@@ -109,6 +109,34 @@ def test_a_daemon_stays_found_when_the_wall_clock_is_stepped_forward(cli: Cli) -
     assert path.exists()
 
 
+def test_a_daemon_run_in_the_foreground_stays_found_when_the_wall_clock_is_stepped(cli: Cli) -> None:
+    # As a service manager runs it: not forked by a client, so it names itself.
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "warmkernel", "daemon"],
+        cwd=cli.workspace,
+        env=cli.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list((cli.runtime / "daemons").glob("*.json")):
+            assert daemon.poll() is None and time.monotonic() < deadline, "the daemon never became ready"
+            time.sleep(0.1)
+        (path,) = (cli.runtime / "daemons").glob("*.json")
+        descriptor = json.loads(path.read_text())
+        path.write_text(json.dumps(descriptor | {"started_at": descriptor["started_at"] - 3600}))
+        assert cli("status").returncode == 0
+        assert path.exists()
+        assert cli("stop").returncode == 0
+        assert daemon.wait(30) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.terminate()
+            daemon.wait(30)
+
+
 def test_a_reused_pid_is_not_taken_for_the_daemon(cli: Cli) -> None:
     # This test's process is live, but it started after the descriptor and bears no daemon's title.
     path = _planted(cli, "0badcafe.json", started_at=psutil.Process().create_time() - 3600)

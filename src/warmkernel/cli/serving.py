@@ -27,6 +27,7 @@ from warmkernel.cli.options import (
 )
 from warmkernel.client import open_socket
 from warmkernel.config import Settings
+from warmkernel.discovery import daemon_title
 from warmkernel.errors import WarmkernelError
 from warmkernel.workspace import Workspace
 
@@ -93,10 +94,13 @@ def serve(args: argparse.Namespace) -> int:
 
 def daemon(args: argparse.Namespace) -> int:
     """The workspace's daemon, in the foreground (`discovery.start_daemon` runs it detached)."""
+    from setproctitle import setproctitle
+
     from warmkernel.daemon import DaemonOptions, run_daemon
 
     _configure_logging(args.log_level)
     workspace = workspace_of(args)
+    setproctitle(daemon_title(workspace.path))  # what `ps` shows, and how clients know it is alive
     settings = _settings(args)
     options = DaemonOptions(
         idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,

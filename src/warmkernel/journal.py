@@ -17,9 +17,12 @@ to stay under the output limit is a line of its own. Lines are written with one 
 power may lose the last lines.
 
 `load` replays the lines: a record that started but never finished was running when its
-process ended and becomes `died`; its output, and any file in output/ that no kept record
-names, is removed. Images are not journaled: a reloaded record keeps their captions in its
-result stream and counts them in `images_not_kept`.
+process ended and becomes `died`, its time running until the events file was last written (a
+session marks it `alive` every second while a cell runs). Its output is lost, unless it ran long
+enough that its session wrote it through to output/ (`OutputLog.write_through`): then its
+completed lines are kept. Any file in output/ that no kept record names is removed. Images are
+not journaled: a reloaded record keeps their captions in its result stream and counts them in
+`images_not_kept`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.output_log import LogManifest, OutputLog
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.output_budget import spill_prefix
 from warmkernel.types import MAIN_KERNEL, ExecutionNumber, ExecutionState, Generation
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,9 @@ _CLAIM = "workspace.json"
 _OUTPUT = "output"
 _KERNELS = "kernels"
 _TAIL_CHUNK = 65536
+WRITE_THROUGH_AFTER_S = 1.0
+"""A session writes a cell's output through once it has run this long, and then marks the
+journal `alive` every this long (`Session._write_through_long_cells`)."""
 _START = b'{"event":"start",'
 """How a start event's line begins, as `_append` writes it."""
 
@@ -172,6 +179,7 @@ class Journal:
         starts: dict[int, dict[str, Any]] = {}
         finishes: dict[int, dict[str, Any]] = {}
         drops: set[int] = set()
+        last_alive = (self.directory / _EVENTS).stat().st_mtime  # see `alive`
         with open(self.directory / _EVENTS, "rb") as lines:
             for index, line in enumerate(lines, 1):
                 try:
@@ -191,23 +199,36 @@ class Journal:
         for number in sorted(starts):
             finish = finishes.get(number)
             try:
-                record = self._rebuild(starts[number], finish)
-            except (ValueError, TypeError, KeyError) as exc:
+                manifest = self._manifest(number, finish)
+                record = self._rebuild(starts[number], finish, manifest, last_alive)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
                 log.warning("execution %d cannot be read back (%r); skipped", number, exc)
                 continue
             if number in drops:
                 record.output.drop()
-            elif finish is not None and finish["output"] is not None:
-                kept.update(part["file"] for part in finish["output"]["streams"].values() if part["file"])
+            elif manifest is not None:
+                kept.update(part["file"] for part in manifest["streams"].values() if part["file"])
             records.append(record)
         for path in self.output_directory.iterdir():
             if path.name not in kept:
                 path.unlink(missing_ok=True)
         return records
 
-    def _rebuild(self, start: dict[str, Any], finish: dict[str, Any] | None) -> ExecutionRecord:
-        """The record two events describe; without a finish, the record of a process that ended."""
-        manifest: LogManifest | None = finish["output"] if finish is not None else None
+    def _manifest(self, number: int, finish: dict[str, Any] | None) -> LogManifest | None:
+        """The output of a finished record as journaled, or what one that died wrote through."""
+        if finish is not None:
+            return finish["output"]
+        return OutputLog.recover(self.output_directory, spill_prefix(ExecutionNumber(number)))
+
+    def _rebuild(
+        self,
+        start: dict[str, Any],
+        finish: dict[str, Any] | None,
+        manifest: LogManifest | None,
+        last_alive: float,
+    ) -> ExecutionRecord:
+        """The record two events describe; without a finish, the record of a process that ended,
+        which ran until `last_alive` (epoch seconds) as far as the journal knows."""
         output = OutputLog.reopen(self.output_directory, manifest) if manifest is not None else _empty_log()
         record = ExecutionRecord(
             ExecutionNumber(start["execution"]),
@@ -221,8 +242,13 @@ class Journal:
             client=start["client"],
         )
         if finish is None:
-            reason = f"the daemon (pid {start['pid']}) ended while it ran; its output was not kept"
-            record.ended_earlier(ExecutionState.DIED, 0.0, reason=reason)
+            elapsed = max(0.0, last_alive - record.started_at.timestamp())
+            kept = "the output it had written until then is kept (stdout's lines, then stderr's)"
+            if manifest is None:
+                written_through = elapsed >= WRITE_THROUGH_AFTER_S
+                kept = "it had printed nothing" if written_through else "its output was not kept"
+            reason = f"the daemon (pid {start['pid']}) ended while it ran; {kept}"
+            record.ended_earlier(ExecutionState.DIED, elapsed, reason=reason)
             return record
         record.error_name, record.error_value = finish["error_name"], finish["error_value"]
         record.images_not_kept = finish["images"]
@@ -272,6 +298,11 @@ class Journal:
                 "output": manifest,
             }
         )
+
+    def alive(self) -> None:
+        """Mark the journal as written now, while a cell runs: a record that was running when
+        this process ended ran until then (`load`)."""
+        os.utime(self.directory / _EVENTS)
 
     def dropped(self, record: ExecutionRecord) -> None:
         """A record's output was dropped to stay under the output limit: also after a restart."""

@@ -22,6 +22,11 @@ from warmkernel.types import ExecutionNumber
 log = logging.getLogger(__name__)
 
 
+def spill_prefix(number: ExecutionNumber) -> str:
+    """How the names of execution `number`'s files in the spill directory begin."""
+    return f"{number}-"
+
+
 class OutputBudget:
     """Holds spilled output under `limit_bytes` by dropping the oldest executions' output."""
 
@@ -48,7 +53,8 @@ class OutputBudget:
 
     def spill(self, number: ExecutionNumber) -> Spill:
         """Where execution `number`'s output and images go past the threshold, counted against the limit."""
-        return Spill(self._directory, self._threshold_bytes, partial(self._count, number))
+        count = partial(self._count, number)
+        return Spill(self._directory, self._threshold_bytes, count, spill_prefix(number))
 
     def _count(self, writer: ExecutionNumber, written: int) -> None:
         """Count a write; past the limit drop the oldest other executions' output.

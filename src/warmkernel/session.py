@@ -37,7 +37,7 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
 from warmkernel.execution.transcript import Transcript, transcript
-from warmkernel.journal import Journal
+from warmkernel.journal import WRITE_THROUGH_AFTER_S, Journal
 from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
@@ -198,6 +198,8 @@ class Session:
             session = cls(name, settings, workspace, root, tg, launcher, charts, journal)
             if start:
                 session.start()
+            if journal is not None:
+                tg.start_soon(session._write_through_long_cells, journal)
             try:
                 yield session
             finally:
@@ -460,6 +462,17 @@ class Session:
         """Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number."""
         await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
         self._counter_unsure = False
+
+    async def _write_through_long_cells(self, journal: Journal) -> None:
+        """A cell that runs for a while writes its output to the journal as it comes, and the
+        journal is marked alive each time: if the daemon is killed, the lines until then stay
+        readable and the record's time runs until then (`Journal.load`)."""
+        while True:
+            await anyio.sleep(WRITE_THROUGH_AFTER_S)
+            running = self._running
+            if running is not None and running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
+                running.record.output.write_through()
+                journal.alive()
 
     def _finished(self, tracker: ExecutionTracker) -> None:
         """The running execution ended: the next cell may start."""

@@ -222,7 +222,11 @@ def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) 
 
 def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> None:
     assert cli("run", "print('before')").returncode == 0
-    assert cli("run", "import time; time.sleep(60)", "--timeout", "0.5").returncode == 3
+    # Running past a second, the cell's output goes to the journal as it comes.
+    cell = "import time\nprint('early', flush=True)\ntime.sleep(2.5)\nprint('late', flush=True)\n"
+    cell += "time.sleep(60)"
+    running = cli("run", cell, "--timeout", "3")
+    assert running.returncode == 3 and "late" in running.stdout, running.stdout
     daemon = _daemon(cli)
     os.kill(daemon["pid"], signal.SIGKILL)
     assert _gone(daemon["pid"])
@@ -236,6 +240,9 @@ def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> 
     state = cli("state", "2", "--json")
     facts = json.loads(state.stdout)
     assert facts["state"] == "died" and f"pid {daemon['pid']}" in facts["end_reason"]
+    assert "the output it had written until then is kept" in facts["end_reason"]
+    assert facts["elapsed_s"] >= 1, "it ran until the daemon's end, as far as the journal knows"
+    assert cli("read", "2").stdout.splitlines()[-2:] == ["early", "late"]
 
 
 def test_a_stuck_daemon_is_named_with_the_way_to_end_it_and_stop_all_stops_the_others(

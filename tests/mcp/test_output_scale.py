@@ -123,13 +123,13 @@ async def test_spill_files_are_private_and_removed_when_the_server_exits(fresh_c
         "root = pathlib.Path(os.environ['JUPYTER_RUNTIME_DIR']).parents[1]\n"
         "print(root)\n"
         "for path in [root / 'output-main', *sorted((root / 'output-main').iterdir())]:\n"
-        "    print(path.name.split('-')[0], oct(stat.S_IMODE(path.stat().st_mode)))"
+        "    print(path.name.rsplit('-', 1)[0], oct(stat.S_IMODE(path.stat().st_mode)))"
     )
     async with fresh_client(spill_threshold_bytes=0) as client:
         await run(client, "import sys\nprint('out')\nprint('err', file=sys.stderr)")
         _, text = await run(client, look)
         root, *modes = body(text)
-        assert modes == ["output 0o700", "stderr 0o600", "stdout 0o600"]  # in output-main, main's
+        assert modes == ["output 0o700", "1-stderr 0o600", "1-stdout 0o600"]  # in output-main, main's
         assert await anyio.Path(root).is_dir()
     assert not await anyio.Path(root).exists()
 

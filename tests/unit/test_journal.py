@@ -18,7 +18,7 @@ from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.search import compile_query, search
 from warmkernel.journal import Journal, forget, journaled_executions, state_dir, workspace_dir
-from warmkernel.output_budget import OutputBudget
+from warmkernel.output_budget import OutputBudget, spill_prefix
 from warmkernel.types import READABLE_STREAMS, ExecutionNumber, ExecutionState, Generation, StreamName
 
 
@@ -160,7 +160,7 @@ def journal(workspace: Path, state: Path) -> Iterator[Journal]:
 
 
 def new_record(journal: Journal, number: int, source: str, **facts: object) -> ExecutionRecord:
-    spill = Spill(journal.output_directory, 1_000_000, lambda _: None)
+    spill = Spill(journal.output_directory, 1_000_000, lambda _: None, spill_prefix(ExecutionNumber(number)))
     record = ExecutionRecord(
         ExecutionNumber(number),
         source,
@@ -223,8 +223,57 @@ def test_a_record_running_when_its_process_ended_becomes_died(
 
     (died,) = reload(workspace, state)
     assert died.state is ExecutionState.DIED
-    assert died.end_reason.startswith(f"the daemon (pid {os.getpid()}) ended while it ran")
+    assert died.end_reason == f"the daemon (pid {os.getpid()}) ended while it ran; its output was not kept"
+    assert died.elapsed() < 1  # the journal was last written by its start
     assert list((journal.output_directory).iterdir()) == []
+
+
+def marked_alive(journal: Journal, record: ExecutionRecord, after_s: float) -> None:
+    """As the session does every second while a cell runs, `after_s` into the cell's run."""
+    journal.alive()
+    at = record.started_at.timestamp() + after_s
+    os.utime(journal.directory / "journal.jsonl", (at, at))
+
+
+def test_a_died_record_runs_until_the_journal_was_last_marked_alive(
+    journal: Journal, workspace: Path, state: Path
+) -> None:
+    record = new_record(journal, 1, "import time; time.sleep(100)")
+    record.output.write_through()
+    marked_alive(journal, record, 42.0)
+    journal.close()
+
+    (died,) = reload(workspace, state)
+    assert died.elapsed() == pytest.approx(42.0)
+    assert died.end_reason.endswith("ended while it ran; it had printed nothing")
+
+
+def test_a_died_record_keeps_what_it_wrote_through_and_not_a_line_cut_short(
+    journal: Journal, workspace: Path, state: Path
+) -> None:
+    record = new_record(journal, 1, "import time; time.sleep(100)")
+    record.output.append("stdout", "in memory until the write-through\n")
+    record.output.write_through()
+    many = [f"line {n} ✓" for n in range(20_000)]  # past several marks
+    record.output.append("stdout", "\n".join(many) + "\n")
+    record.output.append("stderr", "a warning\n")
+    record.output.append("stdout", "never ended")  # the open line: in memory only
+    (stdout_file,) = journal.output_directory.glob("1-stdout-*")
+    with open(stdout_file, "ab") as torn:
+        torn.write(b"a write cut sho")  # as a kill in the middle of a write leaves it
+    marked_alive(journal, record, 3.0)
+    journal.close()
+
+    (died,) = reload(workspace, state)
+    assert died.state is ExecutionState.DIED
+    assert "the output it had written until then is kept" in died.end_reason
+    assert everything(died.output, "stdout") == ["in memory until the write-through", *many]
+    assert died.output.char_count("stdout") == sum(map(len, everything(died.output, "stdout")))
+    assert died.output.lines("stdout", 12_345, 12_347) == many[12_344:12_346]
+    assert everything(died.output, "combined")[-2:] == [many[-1], "a warning"]
+    assert died.elapsed() == pytest.approx(3.0)
+    # What it wrote stays for the next process too.
+    assert everything(reload(workspace, state)[0].output, "stderr") == ["a warning"]
 
 
 def test_the_executions_kept_are_counted_without_taking_the_journal(

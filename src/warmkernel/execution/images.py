@@ -185,7 +185,7 @@ class ImageStore:
         stored = StoredImage(len(self._images) + 1, image.mime, len(image.data), image.width, image.height)
         spill = self._spill
         if spill is not None and self._in_memory + stored.size > spill.threshold_bytes:
-            body = FileBody(spill.directory, f"image-{stored.ordinal}-")
+            body = FileBody(spill.directory, f"{spill.prefix}image-{stored.ordinal}-")
             body.write(image.data)
             body.close()
             self._bodies.append(body)

@@ -24,7 +24,9 @@ its counts stay, and every later read raises `OutputDropped`.
 `persist()` makes a finished log outlive its process: every stream's text goes to a file of the
 spill directory (text already there stays where it is) and a small `LogManifest` (counts, marks,
 the runs of combined) describes them. `OutputLog.reopen` reads such files again, read-only,
-fetching text only as reads ask for it.
+fetching text only as reads ask for it. A running log can `write_through()`: its text moves to
+disk, and every later line goes there as it completes, so that if its process is killed,
+`recover` finds the lines in the files (named by `Spill.prefix`) and describes them for `reopen`.
 
 Call every method from one thread (the event loop's). The one exception is the iterator that
 `blocks` and `iter_lines` return, which may be consumed in a worker thread while appends go
@@ -35,6 +37,7 @@ never changes.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import tempfile
@@ -122,6 +125,8 @@ class Spill:
     """The log moves to disk before its streams would hold more than this many bytes in memory."""
     on_write: Callable[[int], None]
     """Called with the byte count of every write to disk, after it is written."""
+    prefix: str = ""
+    """How the names of the log's files begin (`recover` finds a log's files by it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +235,25 @@ class _LineStore:
         store._mark_offsets = array("Q", manifest["mark_offsets"])
         store._extent = (manifest["lines"], manifest["bytes"])
         store._chars = manifest["chars"]
+        return store
+
+    @classmethod
+    def recovered(cls, path: Path) -> _LineStore:
+        """The completed lines in the file of a store whose process ended while it wrote (a last
+        line cut short by that end is not one)."""
+        store = cls()
+        store._body = FileBody.existing(path)
+        count = size = chars = 0
+        with open(path, "rb") as file:
+            blob = b""
+            while block := file.read(_BLOCK_BYTES):
+                blob += block
+                cut = blob.rfind(b"\n") + 1
+                lines = blob.count(b"\n", 0, cut)
+                store._mark(blob, 0, cut, count, size)
+                chars += len(blob[:cut].decode(_ENCODING, "replace")) - lines
+                count, size, blob = count + lines, size + cut, blob[cut:]
+        store._extent, store._chars = (count, size), chars
         return store
 
     def manifest(self) -> StreamManifest:
@@ -436,6 +460,33 @@ class OutputLog:
             run_ends=self._run_ends.tolist(),
         )
 
+    def write_through(self) -> None:
+        """Move the text to disk now, and every later line as it completes (a running log with
+        a spill directory; else nothing to do)."""
+        if self._spill is not None and not self._on_disk and not self._closed:
+            self._move_to_disk()
+
+    @staticmethod
+    def recover(directory: Path, prefix: str) -> LogManifest | None:
+        """Describe, for `reopen`, the lines a log that wrote through to `directory` had completed
+        when its process ended; None if it left no file there. Combined holds each stream's lines
+        in turn: how they interleaved was in that process's memory."""
+        streams: dict[str, StreamManifest] = {}
+        run_streams: list[int] = []
+        run_ends: list[int] = []
+        for code, name in enumerate(APPENDABLE_STREAMS):
+            found = sorted(directory.glob(f"{glob.escape(prefix)}{name}-*"))
+            store = _LineStore.recovered(found[0]) if found else _LineStore()
+            streams[name] = store.manifest()
+            if store.count():
+                run_streams.append(code)
+                run_ends.append((run_ends[-1] if run_ends else 0) + store.count())
+        if not any(part["file"] for part in streams.values()):
+            return None
+        return LogManifest(
+            streams=streams, run_streams=run_streams, run_firsts=[0] * len(run_streams), run_ends=run_ends
+        )
+
     @classmethod
     def reopen(cls, directory: Path, manifest: LogManifest) -> OutputLog:
         """A closed log from `persist`'s files in `directory`: read-only, its text read on demand.
@@ -586,8 +637,9 @@ class OutputLog:
                 self._to_disk(name)
 
     def _to_disk(self, stream: StreamName) -> None:
-        assert self._spill is not None
-        self._spilled(self._streams[stream].store.to_disk(self._spill.directory, f"{stream}-"))
+        spill = self._spill
+        assert spill is not None
+        self._spilled(self._streams[stream].store.to_disk(spill.directory, f"{spill.prefix}{stream}-"))
 
     def _spilled(self, written: int) -> None:
         assert self._spill is not None

@@ -267,7 +267,7 @@ def _view_endpoint(spec: Mapping[str, Any]) -> Endpoint:
         endpoint = Endpoint(str(spec.get("host", "127.0.0.1")), int(spec.get("port", 0)), "/", "", allowed)
     except (TypeError, ValueError) as exc:
         raise WarmkernelError("invalid_arguments", f"the view hello is malformed: {exc}") from exc
-    check_bind(endpoint.host, endpoint.allowed_hosts)
+    check_bind(endpoint.host, endpoint.port, endpoint.allowed_hosts)
     return endpoint
 
 
@@ -296,7 +296,7 @@ def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise WarmkernelError("invalid_arguments", f"the serve hello lacks {exc}") from exc
-    check_bind(endpoint.host, endpoint.allowed_hosts)
+    check_bind(endpoint.host, endpoint.port, endpoint.allowed_hosts)
     return endpoint
 
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
 from warmkernel.named_kernels import Kernels
+from warmkernel.types import MAX_PORT
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _SHUTDOWN_S = 5.0
@@ -88,8 +89,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, allowed_hosts: Sequence[str]) -> None:
-    """Refuse to listen beyond loopback unless the Host names to accept are given."""
+def check_bind(host: str, port: int, allowed_hosts: Sequence[str]) -> None:
+    """Refuse a port that does not exist, and to listen beyond loopback unless the Host names to
+    accept are given."""
+    if not 0 <= port <= MAX_PORT:
+        raise WarmkernelError(
+            "invalid_arguments", f"--port {port} is not a port: give 1 to {MAX_PORT}, or 0 for a free one"
+        )
     if not is_loopback(host) and not allowed_hosts:
         raise WarmkernelError(
             "invalid_arguments",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from warmkernel.config import REPLY_SETTINGS
 from warmkernel.errors import WarmkernelError
 from warmkernel.mcp_server import build_server
 from warmkernel.named_kernels import Kernels
+
+log = logging.getLogger(__name__)
 
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
@@ -110,34 +113,45 @@ class SocketFace:
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:
-            buffered = BufferedByteReceiveStream(stream)
             try:
-                hello = Hello.parse(await buffered.receive_until(b"\n", HELLO_MAX_BYTES))
-            except WarmkernelError as exc:
-                await _answer(stream, {"ok": False, "error": {"code": exc.code, "message": exc.message}})
-                return
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
-                return
-            if hello.client == "status":
-                await _answer(stream, {"ok": True, "version": __version__, **self.status()})
-                return
-            if hello.client == "view":
-                await _answer(stream, await self.view(hello))
-                return
-            self._count(+1)
-            try:
-                if hello.client == "serve":
-                    await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
-                elif hello.stdio == "fds" and isinstance(stream, anyio.abc.UNIXSocketStream):
-                    await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
-                    await self._serve_host_pipes(hello, stream, buffered)
-                else:
-                    await _answer(stream, {"ok": True, "version": __version__})
-                    await self._serve_mcp(
-                        hello, lambda: buffered.receive_until(b"\n", MESSAGE_MAX_BYTES), stream.send
-                    )
-            finally:
-                self._count(-1)
+                await self._converse(stream)
+            except Exception as exc:  # one connection's failure must not end the listener, or the daemon
+                log.exception("a client's connection failed")
+                message = f"the daemon failed on this request ({exc!r}); its log has the traceback"
+                error = {"code": "daemon_error", "message": message}
+                with contextlib.suppress(Exception):  # the client may be gone already
+                    await _answer(stream, {"ok": False, "error": error})
+
+    async def _converse(self, stream: anyio.abc.SocketStream) -> None:
+        """The hello, then what it asks for, until the client or the daemon ends."""
+        buffered = BufferedByteReceiveStream(stream)
+        try:
+            hello = Hello.parse(await buffered.receive_until(b"\n", HELLO_MAX_BYTES))
+        except WarmkernelError as exc:
+            await _answer(stream, {"ok": False, "error": {"code": exc.code, "message": exc.message}})
+            return
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
+            return
+        if hello.client == "status":
+            await _answer(stream, {"ok": True, "version": __version__, **self.status()})
+            return
+        if hello.client == "view":
+            await _answer(stream, await self.view(hello))
+            return
+        self._count(+1)
+        try:
+            if hello.client == "serve":
+                await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
+            elif hello.stdio == "fds" and isinstance(stream, anyio.abc.UNIXSocketStream):
+                await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
+                await self._serve_host_pipes(hello, stream, buffered)
+            else:
+                await _answer(stream, {"ok": True, "version": __version__})
+                await self._serve_mcp(
+                    hello, lambda: buffered.receive_until(b"\n", MESSAGE_MAX_BYTES), stream.send
+                )
+        finally:
+            self._count(-1)
 
     def _count(self, delta: int) -> None:
         self.clients += delta

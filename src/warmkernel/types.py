@@ -13,12 +13,15 @@ Generation = NewType("Generation", int)
 """Which kernel process ran a record: 1 for the first kernel, +1 for every replacement."""
 
 MsgId = NewType("MsgId", str)
+"""A Jupyter message id, used to route replies and IOPub messages to their request."""
 
 MAIN_KERNEL = "main"
 """The kernel a call means when it names none (notebook tools: the notebook's own kernel)."""
 KERNEL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 """What a kernel's name may be: short, lower case, safe in a path and a command line."""
-"""A Jupyter message id, used to route replies and IOPub messages to their request."""
+
+MAX_PORT = 65535
+"""The highest TCP port; an HTTP face asked to listen past it is refused (0: a free one)."""
 
 StreamName = Literal["stdout", "stderr", "result", "traceback"]
 """A stream that output is appended to."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.cli.conftest import Cli
 
 
@@ -96,6 +98,20 @@ def test_an_empty_word_is_an_argument_like_any_other(cli: Cli) -> None:
 def test_stop_all_with_nothing_live_says_so(cli: Cli) -> None:
     done = cli("stop", "--all")
     assert (done.returncode, done.stdout) == (0, "No live daemons.\n")
+
+
+@pytest.mark.parametrize("narrowed", [("--daemon", "0badcafe"), ("--kernel", "train")])
+def test_stop_all_narrowed_to_one_daemon_or_kernel_is_refused_and_stops_nothing(
+    cli: Cli, narrowed: tuple[str, str]
+) -> None:
+    assert cli("start").returncode == 0
+    done = cli("stop", "--all", *narrowed)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "warmkernel: invalid_arguments: --all stops every daemon of this user: "
+        "give it without --daemon and --kernel\n"
+    )
+    assert len(json.loads(cli("sessions", "--json").stdout)) == 1
 
 
 def test_ctrl_c_on_a_waiting_run_leaves_the_cell_running_and_says_how_to_follow_it(cli: Cli) -> None:

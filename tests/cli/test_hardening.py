@@ -144,6 +144,45 @@ def test_a_reused_pid_is_not_taken_for_the_daemon(cli: Cli) -> None:
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("view", "--no-open", "--port", "70000"),
+        ("serve", "--port", "-1"),
+        ("start", "--serve", "--server-port", "99999"),
+    ],
+)
+def test_a_port_that_does_not_exist_is_refused_before_any_daemon(cli: Cli, words: tuple[str, ...]) -> None:
+    done = cli(*words)
+    assert done.returncode == 2
+    assert "is not a port: give 1 to 65535, or 0 for a free one" in done.stderr.splitlines()[-1]
+    assert cli("sessions").stdout.strip() == "No live daemons."
+
+
+def _hello(cli: Cli, hello: dict[str, object]) -> dict[str, object]:
+    """The daemon's answer to one hello on its socket, as any client (of any version) may send."""
+    (path,) = (cli.runtime / "daemons").glob("*.json")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(json.loads(path.read_text())["socket"])
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        return json.loads(sock.makefile("rb").readline())
+
+
+def test_a_hello_the_daemon_cannot_serve_is_answered_and_the_kernel_stays(cli: Cli) -> None:
+    assert cli("run", "kept = 41").returncode == 0
+    out_of_range = _hello(cli, {"client": "view", "view": {"port": 70000}})
+    assert out_of_range["error"] == {
+        "code": "invalid_arguments",
+        "message": "--port 70000 is not a port: give 1 to 65535, or 0 for a free one",
+    }
+    # A port no socket call takes (an OverflowError where the daemon looks for malformed values).
+    unforeseen = _hello(cli, {"client": "view", "view": {"port": float("inf")}})
+    assert unforeseen["error"]["code"] == "daemon_error"  # type: ignore[index]
+    assert "its log has the traceback" in unforeseen["error"]["message"]  # type: ignore[index]
+    assert cli("run", "kept + 1").stdout.splitlines()[-1] == "Out[2]: 42"
+
+
 def test_a_half_written_descriptor_is_neither_read_nor_deleted(cli: Cli) -> None:
     cli.runtime.mkdir(mode=0o700, parents=True)
     partial = cli.runtime / "daemons" / ".tmp-x.json"

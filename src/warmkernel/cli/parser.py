@@ -18,6 +18,7 @@ from warmkernel.cli.options import add_server_options, shown_default
 from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_DIRECTIVES, offered
 from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.tool_specs import TOOLS
+from warmkernel.types import MAX_PORT
 from warmkernel.workspace import CONFIG_ENV
 
 _LOCAL_EXAMPLES = {
@@ -187,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument(
         "--server-port",
-        type=int,
+        type=_port,
         metavar="PORT",
         help="with --serve: the loopback port of that Jupyter Server (default: a free one)",
     )
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to bind; beyond loopback needs --allowed-host"
     )
-    serve.add_argument("--port", type=int, default=8801, help="port to bind; 0 picks a free one")
+    serve.add_argument("--port", type=_port, default=8801, help="port to bind; 0 picks a free one")
     serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     serve.add_argument(
         "--token", help="bearer token to require (default: $WARMKERNEL_TOKEN, else a generated one)"
@@ -281,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="address the page listens on; beyond loopback needs --allowed-host",
     )
-    view.add_argument("--port", type=int, default=0, help="port the page listens on; 0 picks a free one")
+    view.add_argument("--port", type=_port, default=0, help="port the page listens on; 0 picks a free one")
     view.add_argument(
         "--allowed-host",
         action="append",
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)
     daemon.add_argument("--ready-fd", type=int)
     daemon.add_argument("--jupyter-server", action="store_true")
-    daemon.add_argument("--jupyter-port", type=int)
+    daemon.add_argument("--jupyter-port", type=_port)
     daemon.add_argument("--jupyter-notebook", type=Path)
     daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
@@ -445,6 +446,13 @@ def _whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _port(text: str) -> int:
+    port = _whole_number(text)
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: give 1 to {MAX_PORT}, or 0 for a free one")
+    return port
 
 
 _DASH_VALUE_FLAGS = frozenset(

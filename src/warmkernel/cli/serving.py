@@ -60,7 +60,7 @@ def serve(args: argparse.Namespace) -> int:
     """Open the daemon's public endpoint and keep it open until a signal (or the daemon's end)."""
     from warmkernel.http_transport import check_bind, new_token
 
-    check_bind(args.host, args.allowed_host)  # before a daemon is started for nothing
+    check_bind(args.host, args.port, args.allowed_host)  # before a daemon is started for nothing
     given = args.token or os.environ.get("WARMKERNEL_TOKEN")
     token = given or new_token()
     descriptor, _ = workspace_daemon(args)

@@ -279,6 +279,9 @@ class Spelling:
     consts: tuple[tuple[str, str, str], ...] = ()
     """(flag, value, help) per flag."""
     from_cwd: bool = False
+    help: str | None = None
+    """The command line's own words, where the tool's description does not fit it (a flag that
+    turns a default off, a path from the current directory); None: the description."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,12 @@ NOTEBOOK = Param(
     Text(optional=True),
     "The .ipynb file, relative to the workspace. Default: the server's configured notebook.",
     None,
-    Spelling(metavar="NB", from_cwd=True),
+    Spelling(
+        metavar="NB",
+        from_cwd=True,
+        help="the .ipynb file, from the current directory, inside the workspace (default: the configured "
+        "notebook)",
+    ),
 )
 EXECUTION = Param(
     "execution",
@@ -588,14 +593,14 @@ TOOLS: tuple[Tool, ...] = (
                 Flag(),
                 "Stop at the first cell that raises.",
                 True,
-                Spelling(("--no-stop-on-error",)),
+                Spelling(("--no-stop-on-error",), help="go on past cells that raise (default: stop at one)"),
             ),
             Param(
                 "timeout_seconds",
                 Seconds(optional=True),
                 "How long to wait for the run before replying; null: the server's wait.",
                 None,
-                Spelling(("--timeout",), "S"),
+                Spelling(("--timeout",), "S", help="seconds to wait for the run before printing; it goes on"),
             ),
             NOTEBOOK_KERNEL,
         ),
@@ -629,7 +634,7 @@ TOOLS: tuple[Tool, ...] = (
                 "file",
                 Text(),
                 "The file, relative to the workspace.",
-                cli=Spelling(metavar="FILE", from_cwd=True),
+                cli=Spelling(metavar="FILE", from_cwd=True, help="the file, from the current directory"),
             ),
             Param(
                 "cell",
@@ -676,7 +681,13 @@ TOOLS: tuple[Tool, ...] = (
                 "The file to write, relative to the workspace (it must stay inside it); an existing file is "
                 "replaced. Null: the reply is the document itself.",
                 None,
-                Spelling(("-o", "--output"), "FILE", from_cwd=True),
+                Spelling(
+                    ("-o", "--output"),
+                    "FILE",
+                    from_cwd=True,
+                    help="the file to write, from the current directory, inside the workspace; an existing "
+                    "file is replaced (default: print the document)",
+                ),
             ),
             Param(
                 "format",

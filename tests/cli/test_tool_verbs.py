@@ -71,6 +71,15 @@ def test_every_verb_help_shows_an_example(cli: Cli, words: tuple[str, ...]) -> N
     example = done.stdout.split("example:\n", 1)[1]
     assert example.startswith("  warmkernel " + " ".join(words))
     assert "(default: None)" not in done.stdout and "(default: False)" not in done.stdout
+    # The tools' words that mean nothing here: JSON's null, and paths the CLI takes from the
+    # current directory.
+    words_of_the_tools = ("null:", "Null:", "relative to the workspace")
+    assert [word for word in words_of_the_tools if word in done.stdout] == []
+
+
+def test_a_flag_that_turns_a_default_off_says_what_it_does(cli: Cli) -> None:
+    shown = " ".join(cli("nb", "run", "--help").stdout.split())
+    assert "--no-stop-on-error go on past cells that raise (default: stop at one)" in shown
 
 
 def test_read_takes_a_line_range_that_starts_with_a_dash(daemon_cli: Cli) -> None:

@@ -129,9 +129,8 @@ def stop(args: argparse.Namespace) -> int:
     """Stop this workspace's daemon (or the one named), or with --all every daemon of this user;
     with --kernel, only that kernel of the daemon."""
     if args.all and (args.daemon is not None or args.kernel is not None):
-        raise WarmkernelError(
-            "invalid_arguments", "--all stops every daemon of this user: give it without --daemon and --kernel"
-        )
+        refusal = "--all stops every daemon of this user: give it without --daemon and --kernel"
+        raise WarmkernelError("invalid_arguments", refusal)
     if args.kernel is not None:
         return _stop_kernel(args)
     if args.all:

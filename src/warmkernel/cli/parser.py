@@ -393,6 +393,7 @@ def _add_tool_verb(
 def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, optional: bool) -> None:
     """One parameter as its spelling says; a positional the tool needs is optional only when told."""
     spelling = param.cli
+    described = spelling.help or param.description
     if spelling.consts:
         group = parser.add_mutually_exclusive_group()
         for flag, value, help in spelling.consts:
@@ -401,7 +402,7 @@ def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, o
         return
     if isinstance(param.kind, Flag):
         action = "store_false" if default else "store_true"
-        parser.add_argument(*spelling.flags, dest=param.name, action=action, help=param.description)
+        parser.add_argument(*spelling.flags, dest=param.name, action=action, help=described)
         return
     choices = param.kind.choices if isinstance(param.kind, Choice) else None
     value_of = _value_of(param.kind)
@@ -413,7 +414,7 @@ def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, o
             type=value_of,
             choices=choices,
             metavar=spelling.metavar,
-            help=param.description,
+            help=described,
         )
         return
     parser.add_argument(
@@ -424,7 +425,7 @@ def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, o
         type=value_of,
         choices=choices,
         metavar=spelling.metavar,
-        help=param.description,
+        help=described,
     )
 
 

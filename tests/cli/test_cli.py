@@ -51,6 +51,9 @@ def test_run_timeout_on_a_cell_magic_leaves_its_body_as_written(daemon_cli: Cli)
     ran = daemon_cli("run", "--timeout", "30", "%%writefile magic.txt\nhello")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (daemon_cli.workspace / "magic.txt").read_text() == "hello\n", "no directive line written"
+    number = ran.stdout.split("]")[0].removeprefix("In [")
+    exported = daemon_cli("export", "--executions", number, "--format", "py").stdout
+    assert exported.rstrip().endswith("%%writefile magic.txt\nhello"), "as Jupyter would run it again"
 
 
 def test_usage_errors_exit_2(daemon_cli: Cli) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from warmkernel.execution.directive import kernel_source
 from warmkernel.execution.displays import Placement
 from warmkernel.execution.output_log import OutputDropped
 from warmkernel.execution.record import ExecutionRecord
@@ -41,6 +42,7 @@ class Transcript:
 
     number: int
     source: str
+    """As the kernel ran it: a cell magic without its directive lines, which are not its text."""
     state: str
     generation: int
     started_at: str
@@ -86,7 +88,7 @@ def transcript(record: ExecutionRecord, *, outputs: bool = True) -> Callable[[],
     ended = record.ended_at
     facts = Transcript(
         number=record.number,
-        source=record.source,
+        source=kernel_source(record.source),
         state=record.state.value,
         generation=record.generation,
         started_at=record.started_at.isoformat(),

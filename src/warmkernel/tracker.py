@@ -143,6 +143,8 @@ class ExecutionTracker:
                     self._spawn(self._finish_without_reply)
             case Reply() as reply:
                 self._reply = reply
+                for page in reply.pages:  # a terminal pages it, Jupyter shows it in its pager
+                    self._show(page)
             case Status():
                 pass
         if self._reply is not None and self._idle and not record.state.finished:

@@ -164,6 +164,14 @@ async def test_html_only_display_becomes_readable_text(client: Client) -> None:
     assert body(text) == ["Report", "name  | n", "------|--", "a & b | 1"]
 
 
+async def test_help_that_jupyter_shows_in_its_pager_is_output(client: Client) -> None:
+    _, text = await run(client, "def tally(n):\n    'How many, counted.'\n\ntally?")
+    shown = body(text)
+    assert "Signature: tally(n)" in shown and "Docstring: How many, counted." in shown
+    _, magic = await run(client, "%pinfo tally")
+    assert "Signature: tally(n)" in body(magic)
+
+
 async def test_markdown_latex_json_are_text_and_svg_is_a_picture(client: Client) -> None:
     _, text = await run(
         client,

@@ -109,6 +109,8 @@ class Reply:
     evalue: str = ""
     content: Mapping[str, Any] = field(default_factory=dict)
     user_expressions: Mapping[str, ExpressionValue] = field(default_factory=dict)
+    pages: tuple[Mapping[str, Any], ...] = ()
+    """What the kernel asks a frontend's pager to show (`obj?`, `%pinfo`, `%magic`): mime bundles."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,13 @@ def parse_reply(msg: Mapping[str, Any]) -> Reply:
             )
             for key, value in (content.get("user_expressions") or {}).items()
         },
+        pages=tuple(
+            payload["data"]
+            for payload in content.get("payload") or ()
+            if isinstance(payload, Mapping)
+            and payload.get("source") == "page"
+            and isinstance(payload.get("data"), Mapping)
+        ),
     )
 
 

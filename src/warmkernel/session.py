@@ -577,13 +577,13 @@ class Session:
         if execution is not None:
             record = self._records.get(ExecutionNumber(execution))
             if record is None:
-                raise refusals.not_found(execution, self._next_number() - 1)
+                raise refusals.not_found(execution, self._next_number() - 1, self.name)
             return record
         if self._running is not None:
             return self._running.record
         if self._records:
             return next(reversed(self._records.values()))
-        raise refusals.not_found(None, 0)
+        raise refusals.not_found(None, 0, self.name)
 
     def select_output(
         self, execution: int | None, stream: ReadableStream | Literal["images"], line_range: str | None
@@ -726,17 +726,17 @@ class Session:
         `execution_not_found` names the first number that does not exist."""
         if selection is None:
             if not self._records:
-                raise refusals.not_found(None, 0)
+                raise refusals.not_found(None, 0, self.name)
             return self.records
         latest = self._next_number() - 1
         chosen: dict[ExecutionNumber, ExecutionRecord] = {}
         for first, last in selection:
             if last > latest:
-                raise refusals.not_found(max(first, latest + 1), latest)
+                raise refusals.not_found(max(first, latest + 1), latest, self.name)
             for number in map(ExecutionNumber, range(first, last + 1)):
                 record = self._records.get(number)
                 if record is None:
-                    raise refusals.not_found(number, latest)
+                    raise refusals.not_found(number, latest, self.name)
                 chosen.setdefault(number, record)
         return list(chosen.values())
 

@@ -46,9 +46,8 @@ def test_export_refusals_exit_with_usage_status_and_the_tools_codes(cli: Cli) ->
     assert cli("run", "1").returncode == 0
     missing = cli("export", "--executions", "1-3")
     assert missing.returncode == 2
-    assert (
-        missing.stderr
-        == "warmkernel: execution_not_found: execution 2 does not exist; executions 1-1 exist\n"
+    assert missing.stderr == (
+        "warmkernel: execution_not_found: execution 2 does not exist in kernel main; executions 1-1 exist\n"
     )
     outside = cli("export", "-o", "../elsewhere.ipynb")
     assert outside.returncode == 2 and "path_outside_workspace" in outside.stderr
@@ -65,6 +64,11 @@ def test_nb_add_puts_executions_after_a_cell(cli: Cli) -> None:
     notebook = nbformat.read(cli.workspace / "nb.ipynb", as_version=4)
     assert [cell.id for cell in notebook.cells] == ["load", "execution-1", "show"]
     assert notebook.cells[1].outputs[0].text == "explored\n"
+    # Each kernel numbers its own executions: the refusal names the kernel it looked in.
+    assert cli("run", "--kernel", "side", "1").returncode == 0
+    elsewhere = cli("nb", "add", "nb.ipynb", "--executions", "2", "--kernel", "side")
+    assert elsewhere.returncode == 2
+    assert "execution 2 does not exist in kernel side; executions 1-1 exist" in elsewhere.stderr
 
 
 def test_a_document_on_standard_output_carries_no_notice_the_next_reply_says_it(cli: Cli) -> None:

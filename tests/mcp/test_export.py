@@ -123,7 +123,8 @@ async def test_bad_selections_paths_and_formats_are_refused_with_their_codes(
         code, message = await call_error(client, "export_python_executions", executions="2-1")
         assert code == "invalid_executions" and "write 1-2" in message and '"3,5-9"' in message
         code, message = await call_error(client, "export_python_executions", executions="1,2-7")
-        assert (code, message) == ("execution_not_found", "execution 3 does not exist; executions 1-2 exist")
+        missing = "execution 3 does not exist in kernel main; executions 1-2 exist"
+        assert (code, message) == ("execution_not_found", missing)
         code, message = await call_error(client, "export_python_executions", path="../out.ipynb")
         assert code == "path_outside_workspace" and str(tmp_path) in message
         code, _ = await call_error(client, "export_python_executions", format="pdf")

@@ -125,7 +125,7 @@ async def test_read_argument_errors_have_stable_codes(
 async def test_missing_execution_names_what_exists(client: Client) -> None:
     number, _ = await run(client, "1")
     _, message = await call_error(client, "python_execution_status", execution=number + 1000)
-    assert f"execution {number + 1000} does not exist; executions 1-{number} exist" == message
+    assert f"execution {number + 1000} does not exist in kernel main; executions 1-{number} exist" == message
 
 
 async def test_search_marks_matches_and_context_with_separators(client: Client) -> None:

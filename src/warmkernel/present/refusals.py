@@ -60,14 +60,15 @@ def not_awaiting(record: ExecutionRecord, execution: int | None) -> WarmkernelEr
     return WarmkernelError("not_awaiting_input", message)
 
 
-def not_found(execution: int | None, count: int) -> WarmkernelError:
-    """`execution_not_found`: no such number, or (None) no execution at all yet."""
+def not_found(execution: int | None, count: int, kernel: str) -> WarmkernelError:
+    """`execution_not_found`: no such number in `kernel`, or (None) no execution there at all yet.
+    The kernel is named: each has its own numbers, and the caller may have meant another's."""
     if execution is None:
-        message = f"no execution exists yet; run a cell with {call('run_python', freeform='...')} first"
+        message = f"kernel {kernel} has run no cell yet; run one with {call('run_python', freeform='...')}"
     elif count == 0:
-        message = f"execution {execution} does not exist; no execution exists yet"
+        message = f"execution {execution} does not exist: kernel {kernel} has run no cell yet"
     else:
-        message = f"execution {execution} does not exist; executions 1-{count} exist"
+        message = f"execution {execution} does not exist in kernel {kernel}; executions 1-{count} exist"
     return WarmkernelError("execution_not_found", message)
 
 

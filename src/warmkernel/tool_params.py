@@ -188,18 +188,25 @@ class Cell:
 
 @dataclass(frozen=True)
 class Cells:
-    """Which notebook cells: "stale", "all", or a non-empty list of cells."""
+    """Which notebook cells: "stale", "all", or a non-empty list of cells (also written as one
+    cell, or as `"0,3,load"`: a cell id has no comma)."""
 
     def schema(self) -> dict[str, Any]:
-        return {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "integer"]}}]}
+        one = ["string", "integer"]
+        return {"anyOf": [{"type": one}, {"type": "array", "items": {"type": one}}]}
 
     def check(self, name: str, value: Any) -> str | list[str | int]:
         if isinstance(value, str):
-            return value
+            return [cell.strip() for cell in value.split(",")] if "," in value else value
+        if (index := _integer(value)) is not None:
+            return [index]
         if isinstance(value, list) and value and all(Cell().check(name, item) is not None for item in value):
             return value
         raise _fail(
-            "invalid_arguments", name, value, '"stale", "all", or a non-empty list of cell ids and indices'
+            "invalid_arguments",
+            name,
+            value,
+            '"stale", "all", or cell ids and 0-based code-cell indices: a list, or one, or "0,3,load"',
         )
 
 

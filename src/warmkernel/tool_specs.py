@@ -584,7 +584,8 @@ TOOLS: tuple[Tool, ...] = (
             Param(
                 "cells",
                 Cells(),
-                '"stale" (the plan), "all", or a list of cell ids and/or 0-based code-cell indices.',
+                '"stale" (the plan), "all", or cell ids and/or 0-based code-cell indices: a list, one, or '
+                '"0,3,load".',
                 "stale",
                 Spelling(("--cells",), "stale|all|ID,..."),
             ),

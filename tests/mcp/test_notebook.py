@@ -575,6 +575,17 @@ async def test_status_text_names_states_reasons_and_the_plan(
         ]
 
 
+async def test_cells_may_be_one_cell_or_a_comma_separated_string(tmp_path: Path, open_notebook: Any) -> None:
+    write_notebook(tmp_path / NB, [("a", "x = 1"), ("b", "y = 2"), ("c", "z = 3")])
+    async with open_notebook as client:
+        ran = await run_cells(client, "0, c")  # type: ignore[arg-type]
+        assert [cell["id"] for cell in ran["cells"]] == ["a", "c"]
+        ran = await run_cells(client, 1)  # type: ignore[arg-type]
+        assert [cell["id"] for cell in ran["cells"]] == ["b"]
+        code, message = await call_error(client, "run_notebook_cells", path=NB, cells=[])
+        assert code == "invalid_arguments" and '"0,3,load"' in message
+
+
 # -- confinement and ownership -------------------------------------------------------------------
 
 

@@ -166,6 +166,8 @@ def _file_values(
 
             close = difflib.get_close_matches(key, [*settings, *(PROJECT_TABLES if project else ())], n=1)
             hint = f"did you mean {close[0]}?" if close else "`warmkernel config` lists the settings"
+            if key == "tool" and not table_path:
+                hint = f"{path.name} sets them at its top level, without pyproject's [tool.warmkernel]"
             raise WarmkernelError("invalid_config", f"{shown}: unknown setting; {hint}")
         if project and setting.secret:
             raise WarmkernelError(

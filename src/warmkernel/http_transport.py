@@ -49,7 +49,10 @@ class BearerAuth:
         if scheme.lower() == b"bearer" and secrets.compare_digest(given.strip(), self.expected):
             await self.app(scope, receive, send)
             return
-        body = b"401 Unauthorized: send the session token as 'Authorization: Bearer <token>'\n"
+        body = (
+            b"401 Unauthorized: send the token `warmkernel serve` was given (--token), else the "
+            b"public_token of `warmkernel sessions --json`, as 'Authorization: Bearer <token>'\n"
+        )
         await send(
             {
                 "type": "http.response.start",

@@ -60,7 +60,10 @@ def test_nb_add_puts_executions_after_a_cell(cli: Cli) -> None:
     assert cli("run", "print('explored')").returncode == 0
     done = cli("nb", "add", "nb.ipynb", "--executions", "1", "--after", "load")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("added 1 code cell to nb.ipynb after cell load (cell index 1): execution-1")
+    assert done.stdout.startswith(
+        "added 1 code cell to nb.ipynb after cell load (index 1 among all its cells, markdown too): "
+        "execution-1"
+    )
     notebook = nbformat.read(cli.workspace / "nb.ipynb", as_version=4)
     assert [cell.id for cell in notebook.cells] == ["load", "execution-1", "show"]
     assert notebook.cells[1].outputs[0].text == "explored\n"

@@ -50,6 +50,7 @@ async def test_requests_without_the_token_are_refused(
     response = await post(http_endpoint, headers)
     assert response.status_code == status
     assert response.headers["www-authenticate"].startswith("Bearer")
+    assert "public_token of `warmkernel sessions --json`" in response.text, "where the token is"
 
 
 async def test_bad_host_is_refused_even_with_the_token(http_endpoint: Endpoint) -> None:

@@ -154,12 +154,13 @@ def test_kernel_options_from_a_file_travel_to_a_new_daemon_as_flags(workspace: P
         ("[inspection]\nsummarizers = 3\n", ':2: inspection.summarizers = 3: must be a list of "package.'),
         ("[inspection]\nsummarizer = []\n", ":2: inspection.summarizer = []: unknown setting; the insp"),
         ("inspection = 3\n", ":1: inspection = 3: valid is a table: summarizers = "),
+        ("[tool.warmkernel]\nwait = 5\n", "sets them at its top level, without pyproject's [tool.warm"),
     ],
     ids=["not a number", "a bool for a number", "a bool for a duration", "out of range", "no wait",
          "no line", "no kernel", "fewer than no image", "a negative idle time", "an endless idle time",
          "an empty directory", "a number for a directory", "not a choice", "not a bool",
          "unknown key", "ipykeep's name", "malformed", "summarizers not a list", "unknown inspection key",
-         "inspection not a table"],
+         "inspection not a table", "pyproject's table"],
 )  # fmt: skip
 def test_a_bad_file_is_refused_in_one_line_naming_file_key_value_and_what_is_valid(
     workspace: Path, text: str, expected: str

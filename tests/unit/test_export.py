@@ -440,10 +440,11 @@ def test_replies_say_where_the_document_and_the_cells_went() -> None:
     assert printed.text == "# %% In [1]\nx" and printed.is_document and printed.data["path"] is None
     first = insert_reply("nb.ipynb", InsertedCells(("execution-1",), 0, None, {}))
     assert first.text.startswith(
-        "added 1 code cell to nb.ipynb as its first cells (cell index 0): execution-1"
+        "added 1 code cell to nb.ipynb as its first cells (index 0 among all its cells, markdown too): "
+        "execution-1"
     )
     moved = insert_reply("old.ipynb", InsertedCells(("wk-a-0", "wk-b-0"), 3, None, {"wk-a-0": "wk-a-1"}))
-    assert "to old.ipynb after its cell 2 (cell index 3)" in moved.text
+    assert "to old.ipynb after its cell 2 (index 3 among all its cells, markdown too)" in moved.text
     assert moved.text.endswith("cells without ids of their own now have other derived ids: wk-a-0 -> wk-a-1")
     assert 'notebook_status(path="old.ipynb") lists them as never_run' in moved.text
 

@@ -42,7 +42,7 @@ def insert_reply(notebook: str, inserted: InsertedCells) -> Reply:
         where = "as its first cells" if inserted.index == 0 else f"after its cell {inserted.index - 1}"
     lines = [
         f"added {_count(len(inserted.ids), 'code cell')} to {notebook} {where} "
-        f"(cell index {inserted.index}): {', '.join(inserted.ids)}",
+        f"(index {inserted.index} among all its cells, markdown too): {', '.join(inserted.ids)}",
         f"{call('notebook_status', path=notebook)} lists them as never_run until "
         f"{call('run_notebook_cells', path=notebook)} runs them.",
     ]

@@ -9,6 +9,7 @@ ends it.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -29,7 +30,11 @@ CELLS = [
 
 
 async def main() -> None:
-    server = StdioServerParameters(command=sys.executable, args=["-m", "warmkernel", "mcp"])
+    # The SDK passes a server only a few variables of ours unless told: the whole environment
+    # keeps WARMKERNEL_RUNTIME_DIR and the like, so the shell's `warmkernel` finds this daemon.
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "warmkernel", "mcp"], env=dict(os.environ)
+    )
     async with Client(server) as client:
         for cell in CELLS:
             result = await client.call_tool("run_python", {"freeform": cell})

@@ -310,3 +310,13 @@ def test_run_waiting_for_input_exits_3_like_a_running_cell(daemon_cli: Cli) -> N
     assert "name?" in done.stdout
     assert daemon_cli("interrupt").stdout.startswith("interrupt_sent")
     assert daemon_cli("wait", "--timeout", "30").returncode == 4
+
+
+def test_the_smoke_example_runs_its_cells_in_this_shells_daemon(cli: Cli) -> None:
+    example = Path(__file__).parents[2] / "examples" / "smoke.py"
+    command = [sys.executable, str(example)]
+    done = subprocess.run(command, cwd=cli.workspace, env=cli.env, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "Out[2]: 42" in done.stdout and "ZeroDivisionError" in done.stdout
+    # The daemon it started is the one this shell's `warmkernel` reaches (the same runtime directory).
+    assert cli("run", "answer").stdout.splitlines()[-1] == "Out[5]: 42"

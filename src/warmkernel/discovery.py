@@ -100,17 +100,20 @@ def new_daemon_id() -> str:
 
 
 def runtime_dir() -> Path:
-    """The per-user directory of descriptors and daemon logs, created 0700 and checked."""
+    """The per-user directory of descriptors and daemon logs, created 0700 and checked.
+
+    Found from the user id alone unless `WARMKERNEL_RUNTIME_DIR` says: every client must find
+    every daemon, and an MCP host may start `warmkernel mcp` with little of the user's environment
+    (the MCP SDK's clients pass HOME, PATH and a few more; not XDG_RUNTIME_DIR, nor TMPDIR).
+    """
     override = os.environ.get(RUNTIME_DIR_ENV)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    login = Path(f"/run/user/{os.getuid()}")  # what XDG_RUNTIME_DIR names in a systemd login
     if override:
         path = Path(override)
-    elif xdg and Path(xdg).is_dir():
-        path = Path(xdg) / "warmkernel"
+    elif login.is_dir() and login.stat().st_uid == os.getuid():
+        path = login / "warmkernel"
     else:
-        import tempfile
-
-        path = Path(tempfile.gettempdir()) / f"warmkernel-{os.getuid()}"
+        path = Path("/tmp") / f"warmkernel-{os.getuid()}"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     _check_private(path)
     return path

@@ -20,6 +20,7 @@ import pytest
 from tests.cli.conftest import Cli
 from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
 from warmkernel.cli.tool_verbs import MAX_CELL_BYTES
+from warmkernel.discovery import RUNTIME_DIR_ENV, runtime_dir
 
 
 def one_line(stderr: str, code: str) -> None:
@@ -181,6 +182,20 @@ def test_a_hello_the_daemon_cannot_serve_is_answered_and_the_kernel_stays(cli: C
     assert unforeseen["error"]["code"] == "daemon_error"  # type: ignore[index]
     assert "its log has the traceback" in unforeseen["error"]["message"]  # type: ignore[index]
     assert cli("run", "kept + 1").stdout.splitlines()[-1] == "Out[2]: 42"
+
+
+def test_the_runtime_directory_is_the_same_whatever_environment_a_host_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The MCP SDK's stdio clients pass a server HOME, PATH and a few more, unless told otherwise.
+    monkeypatch.delenv(RUNTIME_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    from_a_shell = runtime_dir()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.delenv("TMPDIR")
+    assert runtime_dir() == from_a_shell
+    assert from_a_shell.name in ("warmkernel", f"warmkernel-{os.getuid()}")
 
 
 def test_a_half_written_descriptor_is_neither_read_nor_deleted(cli: Cli) -> None:

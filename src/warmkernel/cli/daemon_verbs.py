@@ -162,8 +162,6 @@ def stop(args: argparse.Namespace) -> int:
 
 def _stop_kernel(args: argparse.Namespace) -> int:
     """`stop --kernel NAME`: `stop-kernel NAME` (on a live daemon: none is started for it)."""
-    if args.all:
-        raise WarmkernelError("invalid_arguments", "--kernel stops one kernel of this workspace; drop --all")
     tool = TOOLS_BY_NAME["stop_python_kernel"]
     return run_tool_verb(
         argparse.Namespace(**vars(args), tool=tool, tool_verb=tool.verbs[0], name=args.kernel)

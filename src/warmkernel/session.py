@@ -70,7 +70,7 @@ from warmkernel.notebook.staleness import FileStamp, evaluate, select_cell, sele
 from warmkernel.notebook_runner import run_cells
 from warmkernel.output_budget import OutputBudget
 from warmkernel.present import documents, refusals
-from warmkernel.present.execution import memory_ceiling_reason
+from warmkernel.present.execution import memory_ceiling_reason, memory_interrupt_reason
 from warmkernel.present.status import environment_notice, restart_notice
 from warmkernel.tracker import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, ExportFormat, Generation, ReadableStream
@@ -327,7 +327,7 @@ class Session:
             elif above_since is None:
                 above_since = time.monotonic()
                 if self._running is not None and self._running.kernel is kernel:
-                    self._running.interrupt(memory_ceiling_reason(ceiling, used))
+                    self._running.interrupt(memory_interrupt_reason(ceiling, used, _MEMORY_GRACE_S))
             elif time.monotonic() - above_since >= _MEMORY_GRACE_S:
                 await self._kill_over_ceiling(kernel, memory_ceiling_reason(ceiling, used))
                 return

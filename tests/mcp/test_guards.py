@@ -80,6 +80,7 @@ async def test_a_cell_interrupted_by_the_memory_ceiling_says_why(fresh_client: F
         assert "interrupted (memory ceiling 300M exceeded (" in header, header
         status = await call(client, "python_execution_status", execution=number)
         assert "reason: memory ceiling 300M exceeded (" in status
+        assert "unless the kernel's memory drops below it within 5 s, the kernel is killed" in status
         assert "Out[2]: 'same kernel'" in (await run(client, "'same kernel'"))[1]
 
 

@@ -209,3 +209,11 @@ def output_cap_reason(dropped: int, cap: int) -> str:
 def memory_ceiling_reason(ceiling: int, used: int) -> str:
     """Why a kernel over its memory ceiling was killed (the record of its running cell says it)."""
     return f"memory ceiling {format_size(ceiling)} exceeded ({format_size(used)})"
+
+
+def memory_interrupt_reason(ceiling: int, used: int, grace_s: float) -> str:
+    """Why a cell was interrupted at the memory ceiling, and what follows if memory stays above it."""
+    return (
+        f"{memory_ceiling_reason(ceiling, used)}; unless the kernel's memory drops below it within "
+        f"{grace_s:g} s, the kernel is killed and its namespace lost"
+    )

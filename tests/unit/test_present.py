@@ -122,6 +122,15 @@ def test_output_exactly_at_the_character_budget_fits_and_one_character_less_is_c
         "x" * 10,
         "y" * 38 + "...[32 chars omitted]",
         "z" * 17,
+        '... line 2 is cut short; read with read_python_output(execution=7, line_range="2:2") ...',
+    ]
+
+
+def test_one_line_longer_than_the_budget_names_the_call_that_reads_it_whole() -> None:
+    reply = execution_reply(finished(["a" * 500]), budget(chars=100), waited=FINISHED)
+    assert body(reply) == [
+        "a" * 50 + "...[450 chars omitted]",
+        '... line 1 is cut short; read with read_python_output(execution=7, line_range="1:1") ...',
     ]
 
 

@@ -59,13 +59,21 @@ def inline(record: ExecutionRecord, settings: Settings) -> tuple[Shown, list[int
     fits = total - start <= max_lines and output.char_count("combined") + total <= max_chars
     if fits or record.directives.full_output:
         return cleared + visible(start, total), None
-    head = _fit(visible(start, min(total, start + max_lines // 2)), max_chars // 2)
+    head, head_cut = _fit(visible(start, min(total, start + max_lines // 2)), max_chars // 2)
     head_end = head[-1][0] + 1 if head and head[-1][0] is not None else start
-    tail = _fit(visible(max(head_end, total - max_lines // 2), total)[::-1], max_chars // 2)[::-1]
+    tail, tail_cut = _fit(visible(max(head_end, total - max_lines // 2), total)[::-1], max_chars // 2)
+    tail = tail[::-1]
     tail_start = tail[0][0] if tail and tail[0][0] is not None else total
     first, last = head_end + 1, tail_start
     if first > last:
-        return cleared + head + tail, None
+        cut = [n + 1 for n in (head_cut, tail_cut) if n is not None]
+        if not cut:
+            return cleared + head + tail, None
+        # No line is left out, but one is cut short (a line longer than the budget): name its read.
+        what = f"line {cut[0]} is" if len(set(cut)) == 1 else f"lines {cut[0]} and {cut[-1]} are"
+        read = call("read_python_output", execution=record.number, line_range=f"{cut[0]}:{cut[-1]}")
+        note = f"... {what} cut short; read with {read} ..."
+        return [*cleared, *head, *tail, (None, note)], None
     note = (
         f"... lines {first}-{last} of {total} omitted; read them with "
         f"{call('read_python_output', execution=record.number, line_range=f'{first}:{last}')} ..."
@@ -83,12 +91,16 @@ def _condensed_traceback(record: ExecutionRecord) -> tuple[int, int, list[str]] 
     return (first, end, lines) if len(lines) < end - first else None
 
 
-def _fit(lines: Shown, budget: int) -> Shown:
-    """Leading lines that fit in `budget` characters; the last one clipped if it overflows."""
+def _fit(lines: Shown, budget: int) -> tuple[Shown, int | None]:
+    """Leading lines that fit in `budget` characters, the last one clipped if it overflows; and
+    the index of the line clipped, if one was."""
     kept: Shown = []
+    cut = None
     for index, line in lines:
         if budget <= 0:
             break
+        if len(line) > budget:
+            cut = index
         kept.append((index, clip(line, budget)))
         budget -= len(line) + 1
-    return kept
+    return kept, cut

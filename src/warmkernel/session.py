@@ -916,13 +916,19 @@ class Session:
     ) -> NotebookRun:
         """Start running the chosen cells in notebook order, one execution each; `busy` if one runs."""
         view = await self.notebook_status(path)
-        chosen = select_cells(view.status, cells)
+        chosen, skipped = select_cells(view.status, cells)
         if self._notebook_run is not None:
             raise refusals.notebook_busy(self._notebook_run, "no other cell was run")
         if self._running is not None:
             raise refusals.busy(self._running.record, "no notebook cell was run")
         by_id = {cell.id: cell for cell in view.notebook.cells}
-        run = NotebookRun(view.shown, tuple(by_id[cell_id] for cell_id in chosen), stop_on_error)
+        why = {status.id: ", ".join(status.reasons) for status in view.status.cells}
+        run = NotebookRun(
+            view.shown,
+            tuple(by_id[cell_id] for cell_id in chosen),
+            stop_on_error,
+            skipped=tuple((cell_id, why[cell_id]) for cell_id in skipped),
+        )
         if run.cells:
             self._notebook_run = run
             await self._tg.start(

@@ -620,6 +620,7 @@ TOOLS: tuple[Tool, ...] = (
             "state": "string",
             "cells": "array",
             "not_run": "array",
+            "skipped": "array",
             "failure": "object",
             "status": "object",
         },

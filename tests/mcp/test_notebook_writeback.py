@@ -161,6 +161,9 @@ async def test_tagged_and_empty_cells_in_status_plan_and_runs(
         # named explicitly, a skipped cell is still not run
         named = await run_notebook(client, cells=["skipped"])
         assert named["cells"] == []
+        assert named["skipped"] == [{"id": "skipped", "why": "skip_execution"}]
+        said = await call(client, "run_notebook_cells", path=NB, cells=["skipped", "empty"])
+        assert "not run, as Jupyter's runners would not: empty (empty), skipped (skip_execution)" in said
         text = await call(client, "notebook_status", path=NB)
         assert "skip_execution" in text and "3 skipped" in text
 

@@ -629,7 +629,7 @@ def _selection_status() -> NotebookStatus:
     ],
 )
 def test_select_cells(which: str | list[str | int], expected: tuple[str, ...]) -> None:
-    assert select_cells(_selection_status(), which) == expected
+    assert select_cells(_selection_status(), which) == (expected, ())
 
 
 @pytest.mark.parametrize(
@@ -657,6 +657,13 @@ def test_select_one_cell_by_id_or_index_and_name_the_valid_ones() -> None:
     assert raised.value.message == "unknown cell 'all': give a code-cell index 0-3 or id (a, b, c, d)"
     skipping = evaluate(cells("x = 1", "", "y = x"), KernelFacts())  # an empty cell is skipped
     assert skipping.cells[1].state == "skipped" and select_cell(skipping, 1) == "b"  # still one to watch
+
+
+def test_cells_asked_for_but_skipped_are_told_apart() -> None:
+    skipping = evaluate(cells("x = 1", "", "y = x"), KernelFacts())  # an empty cell is skipped
+    assert select_cells(skipping, [1, 2]) == (("c",), ("b",))
+    assert select_cells(skipping, "all") == (("a", "c"), ("b",))
+    assert select_cells(skipping, "stale") == (("a", "c"), ()), "the plan never holds a skipped cell"
 
 
 def test_select_unknown_cells_in_a_long_notebook_lists_twenty_ids() -> None:

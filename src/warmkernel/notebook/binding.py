@@ -133,6 +133,8 @@ class NotebookRun:
     shown: str
     cells: tuple[NotebookCell, ...]
     stop_on_error: bool
+    skipped: tuple[tuple[str, str], ...] = ()
+    """Cells asked for that are not run, as Jupyter's runners skip them: (id, why)."""
     results: list[tuple[NotebookCell, ExecutionRecord]] = field(default_factory=list)
     """The cells that finished, in order, with their executions."""
     saves: dict[str, Saved] = field(default_factory=dict)

@@ -458,30 +458,37 @@ def _changed_files(run: CellRun, facts: KernelFacts) -> tuple[str, ...]:
     return tuple(sorted(changed))
 
 
-def select_cells(status: NotebookStatus, cells: str | Sequence[str | int]) -> tuple[str, ...]:
-    """The ids `run_notebook_cells` runs, in notebook order.
+def select_cells(
+    status: NotebookStatus, cells: str | Sequence[str | int]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ids `run_notebook_cells` runs, in notebook order; and those it was asked for but does
+    not run, as Jupyter's runners do not (empty, or tagged skip-execution).
 
     `cells` is `"stale"` (the plan), `"all"`, or ids and 0-based code-cell indices (an
     id, or a string of digits naming an index). Unknown ones raise `invalid_arguments`.
     """
     if cells == "stale":
-        return status.plan
+        return status.plan, ()
     if cells == "all":
-        return tuple(cell.id for cell in status.cells if cell.state != "skipped")
-    wanted = [cells] if isinstance(cells, str) else list(cells)
-    by_id = {cell.id: cell.index for cell in status.cells}
-    chosen: set[int] = set()
-    unknown: list[str | int] = []
-    for item in wanted:
-        index = _index_of(item, by_id, len(status.cells))
-        if index is None:
-            unknown.append(item)
-        else:
-            chosen.add(index)
-    if unknown:
-        raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status, one=False))
-    # A skipped cell (empty, or tagged skip-execution) is not run even when named.
-    return tuple(status.cells[i].id for i in sorted(chosen) if status.cells[i].state != "skipped")
+        chosen = set(range(len(status.cells)))
+    else:
+        wanted = [cells] if isinstance(cells, str) else list(cells)
+        by_id = {cell.id: cell.index for cell in status.cells}
+        chosen = set()
+        unknown: list[str | int] = []
+        for item in wanted:
+            index = _index_of(item, by_id, len(status.cells))
+            if index is None:
+                unknown.append(item)
+            else:
+                chosen.add(index)
+        if unknown:
+            raise WarmkernelError("invalid_arguments", _unknown_cells_message(unknown, status, one=False))
+    named = [status.cells[i] for i in sorted(chosen)]
+    return (
+        tuple(cell.id for cell in named if cell.state != "skipped"),
+        tuple(cell.id for cell in named if cell.state == "skipped"),
+    )
 
 
 def select_cell(status: NotebookStatus, cell: str | int) -> str:

@@ -192,11 +192,15 @@ def notebook_run_reply(
             why = _SAVE_SKIPPED.get(saved, error)
             skipped.append(f"outputs of cell {cell.id} not saved to {run.shown}: {why}")
     lines = [*_run_ending(run), *skipped]
+    if run.skipped:
+        listed = ", ".join(f"{cell_id} ({why})" for cell_id, why in run.skipped)
+        lines.append(f"not run, as Jupyter's runners would not: {listed}")
     data: dict[str, Any] = {
         "notebook": run.shown,
         "state": _run_state(run),
         "cells": cells,
         "not_run": [cell.id for cell in run.not_run],
+        "skipped": [{"id": cell_id, "why": why} for cell_id, why in run.skipped],
         "failure": {"code": run.failure.code, "message": run.failure.message} if run.failure else None,
     }
     if view is not None:

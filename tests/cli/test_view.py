@@ -171,6 +171,21 @@ def test_view_opens_the_link_in_the_browser_that_BROWSER_names(daemon_cli: Cli, 
     assert urlsplit(done.stdout.strip()).port == urlsplit(view_link(daemon_cli)).port, "one page per daemon"
 
 
+def test_view_without_a_browser_to_open_says_so(daemon_cli: Cli) -> None:
+    graphical = ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")
+    done = subprocess.run(
+        [sys.executable, "-m", "warmkernel", "view"],
+        cwd=daemon_cli.workspace,
+        env={name: value for name, value in daemon_cli.env.items() if name not in graphical},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("warmkernel: no browser to open it here (no $BROWSER or display)")
+
+
 PROGRESS = textwrap.dedent(
     """\
     import sys, time

@@ -214,10 +214,12 @@ def view(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(url)
     if opened:
-        print(
-            "warmkernel: opened in your browser; the link works once (`warmkernel view` prints another)",
-            file=sys.stderr,
-        )
+        said = "opened in your browser"
+    elif args.no_open:
+        said = "open it in a browser"
+    else:
+        said = "no browser to open it here (no $BROWSER or display): open it in one"
+    print(f"warmkernel: {said}; the link works once (`warmkernel view` prints another)", file=sys.stderr)
     return EXIT_OK
 
 

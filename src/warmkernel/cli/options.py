@@ -367,14 +367,14 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
             default=IDLE_STOP_DEFAULT_S,
             metavar="SECONDS",
             help="a daemon started here stops after this long with no client and no running cell; "
-            "0: never (the default is 12 h)",
+            f"0: never (default: {IDLE_STOP_DEFAULT_S:g}, {IDLE_STOP_DEFAULT_S / 3600:g} h)",
         )
         kernel.add_argument(
             "--state-dir",
             type=_directory,
             metavar="DIR",
             help="where a daemon started here keeps the journal of its records (default: "
-            "$XDG_STATE_HOME/warmkernel or ~/.local/state/warmkernel)",
+            "$WARMKERNEL_STATE_DIR, else $XDG_STATE_HOME/warmkernel, else ~/.local/state/warmkernel)",
         )
         kernel.add_argument(
             "--log-level",

@@ -397,6 +397,19 @@ def test_forget_deletes_the_journal_only_when_no_daemon_runs_on_it(cli: Cli) -> 
     assert "In [1]" in fresh.stdout and "restarted" not in fresh.stdout
 
 
+def test_sessions_and_forget_act_on_the_daemon_that_daemon_names(cli: Cli, tmp_path: Path) -> None:
+    other = replace(cli, workspace=tmp_path / "other")
+    other.workspace.mkdir()
+    assert cli("run", "1").returncode == 0 and other("start").returncode == 0
+    rows = json.loads(cli("sessions", "--json").stdout)
+    (row,) = [row for row in rows if row["workspace"] == str(other.workspace)]
+    listed = json.loads(cli("sessions", "--daemon", row["id"], "--json").stdout)
+    assert [each["id"] for each in listed] == [row["id"]]
+    stopped, forgot = cli("forget", "--daemon", row["id"], "--stop").stdout.splitlines()
+    assert stopped.startswith(f"stopped {row['id']}") and forgot.endswith(str(other.workspace))
+    assert "In [2]" in cli("run", "2").stdout, "this workspace's daemon and journal are untouched"
+
+
 def test_a_client_of_another_version_says_so_and_keeps_working(cli: Cli) -> None:
     assert cli("start").returncode == 0
     (descriptor,) = (cli.runtime / "daemons").glob("*.json")

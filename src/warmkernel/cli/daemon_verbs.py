@@ -24,8 +24,9 @@ from warmkernel.tool_specs import TOOLS_BY_NAME
 
 
 def sessions(args: argparse.Namespace) -> int:
-    """Every live daemon of this user, with what it is doing."""
-    rows = [_daemon_state(descriptor) for descriptor in live_descriptors()]
+    """Every live daemon of this user (or the one --daemon names), with what it is doing."""
+    daemons = live_descriptors() if args.daemon is None else [chosen_daemon(args)]
+    rows = [_daemon_state(descriptor) for descriptor in daemons]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -169,12 +170,16 @@ def _stop_kernel(args: argparse.Namespace) -> int:
 
 
 def forget(args: argparse.Namespace) -> int:
-    """Delete this workspace's journal (its records and their output); refused while its daemon
-    runs, unless --stop stops it first."""
+    """Delete this workspace's journal (or that of the workspace --daemon serves) with its
+    records and their output; refused while its daemon runs, unless --stop stops it first."""
     from warmkernel import journal  # here: other verbs load no journal code
 
-    workspace = workspace_of(args).path
-    descriptor = find_daemon(workspace)
+    if args.daemon is not None:
+        descriptor: Descriptor | None = chosen_daemon(args, start=False)
+        workspace = Path(descriptor.workspace)
+    else:
+        workspace = workspace_of(args).path
+        descriptor = find_daemon(workspace)
     if descriptor is not None:
         if not args.stop:
             raise WarmkernelError(

@@ -193,7 +193,7 @@ def test_sessions_counts_a_kernels_memory_as_the_kernels_not_the_daemons(cli: Cl
     assert memory["kernels"] > 200 << 20, memory
     assert 10 << 20 < memory["daemon"] < 200 << 20, memory  # the daemon's own, not its kernel's too
     line = cli("sessions").stdout.splitlines()[1]
-    assert re.search(r", 1 execution, memory daemon \d+ MB, kernels \d+ MB, idle ", line), line
+    assert re.search(r", 1 execution, memory daemon \d+ MiB, kernels \d+ MiB, idle ", line), line
 
 
 def test_a_daemon_started_by_a_verb_shows_as_itself_not_as_the_verb(cli: Cli) -> None:

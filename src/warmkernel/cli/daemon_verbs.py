@@ -57,7 +57,7 @@ def _describe(row: dict[str, Any]) -> str:
     kernel = row["kernel"]
     memory = row.get("memory_bytes", {})  # an older daemon does not send it
     parts = [part for part in ("daemon", "kernels") if memory.get(part) is not None]
-    sizes = [f"{part} {memory[part] / 2**20:.0f} MB" for part in parts]
+    sizes = [f"{part} {memory[part] / 2**20:.0f} MiB" for part in parts]
     running = f", running In [{row['running']}]" if row.get("running") else ""
     others = [k["name"] for k in row.get("kernels", []) if k["name"] != "main" and k["state"] != "stopped"]
     more = f"; kernels {', '.join(others)} too" if others else ""

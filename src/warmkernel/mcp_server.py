@@ -424,9 +424,10 @@ async def _find_kernel(conn: Connection, tool: Tool, args: dict[str, Any]) -> Se
 
 
 async def _call(conn: Connection, name: str, args: dict[str, Any], ctx: ServerRequestContext[Any]) -> Reply:
-    """Run one checked call: on the kernel it names (whose notices it then carries), or on all."""
+    """Run one checked call: on the kernel it names (whose notices it then carries), or on all
+    (carrying main's: a restart or a joined kernel is said by whatever call comes first)."""
     if name in _WORKSPACE_HANDLERS:
-        return await _WORKSPACE_HANDLERS[name](conn, args)
+        return conn.with_notices(conn.kernels.main, await _WORKSPACE_HANDLERS[name](conn, args))
     tool = TOOLS_BY_NAME[name]
     if NOTEBOOK in tool.params:  # a notebook tool: its path defaults to the configured one
         args = args | {"path": _notebook_path(conn, name, args["path"])}

@@ -91,6 +91,19 @@ async def test_the_namespace_of_the_earlier_kernel_is_gone(workspace: Path, stat
             assert "generation 2" in status
 
 
+async def test_the_first_call_says_the_kernel_is_new_whichever_tool_it_is(
+    workspace: Path, state: Path
+) -> None:
+    with Journal.open(workspace, state) as journal:
+        async with memory_server(workspace, journal=journal) as client:
+            await run(client, "kept = 1")
+    with Journal.open(workspace, state) as journal:
+        async with memory_server(workspace, journal=journal) as client:
+            listing = await call(client, "list_python_kernels")
+            assert listing.startswith("note: warmkernel restarted; execution 1 is kept and readable")
+            assert "restarted" not in await call(client, "python_status"), "said once"
+
+
 async def test_a_reloaded_execution_says_its_images_were_not_kept(workspace: Path, state: Path) -> None:
     shown = (
         f"import base64\nfrom IPython.display import Image\ndisplay(Image(base64.b64decode('{ONE_PIXEL}')))"

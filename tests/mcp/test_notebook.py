@@ -304,6 +304,10 @@ async def test_inserted_moved_and_deleted_cells(tmp_path: Path, open_notebook: A
         assert await verdicts(client) == moved  # it read x from a, below it now
         edit_cells(path, lambda cells: [cell for cell in cells if cell.get("id") != "a"])
         assert await verdicts(client) == moved
+        plan = (await call(client, "notebook_status", path=NB)).splitlines()[-1]
+        assert plan.endswith(
+            "but cannot make fresh what reads a name no cell above sets (b reads x): edit the notebook"
+        )
 
 
 async def test_cells_without_ids_get_stable_derived_ids(tmp_path: Path, open_notebook: Any) -> None:

@@ -360,6 +360,7 @@ def test_deleted_definer_leaves_its_readers_with_an_undefined_name() -> None:
     status = evaluate(notebook[1:], kernel.facts())
     assert verdicts(status) == {"b": ("stale", "upstream_changed", "undefined_name"), "c": FRESH}
     assert status.cells[0].why[-1] == "x is set by no cell above it"
+    assert status.cells[0].undefined == ("x",) and status.cells[1].undefined == ()
     assert [cell.index for cell in status.cells] == [0, 1]
 
 

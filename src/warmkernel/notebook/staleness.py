@@ -174,6 +174,8 @@ class CellStatus:
     """The files behind `file_changed`: read by its last run, missing or different now."""
     why: tuple[str, ...] = ()
     """The values and files behind its reasons, and the execution that made each differ."""
+    undefined: tuple[str, ...] = ()
+    """The names behind `undefined_name`: read, and set by no cell above (a run cannot fix that)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,7 @@ def evaluate(cells: Sequence[Cell], facts: KernelFacts) -> NotebookStatus:
                 depends_on=tuple(ids[dependency] for dependency in sorted(depends)),
                 changed_files=changed if state != "running" else (),
                 why=tuple(why),
+                undefined=tuple(undefined) if "undefined_name" in reasons else (),
             )
         )
     plan, plan_why = _plan(statuses, analyses, graph)

@@ -112,7 +112,12 @@ def _plan_line(view: NotebookView) -> str:
         return f"plan: empty; cell {running[0]} is running" if running else "plan: empty; every cell is fresh"
     why = view.status.plan_why
     named = ", ".join(f"{cell_id} ({why[cell_id]})" if cell_id in why else cell_id for cell_id in plan)
-    return f"plan: {named}. {call('run_notebook_cells', path=view.shown)} runs them in order"
+    line = f"plan: {named}. {call('run_notebook_cells', path=view.shown)} runs them in order"
+    unset = [cell for cell in view.status.cells if cell.id in plan and cell.undefined]
+    if unset:
+        reads = "; ".join(f"{cell.id} reads {', '.join(cell.undefined)}" for cell in unset)
+        line += f", but cannot make fresh what reads a name no cell above sets ({reads}): edit the notebook"
+    return line
 
 
 def _reasons(cell: CellStatus, view: NotebookView) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -21,6 +21,7 @@ from warmkernel.discovery import Descriptor
 from warmkernel.errors import WarmkernelError
 
 _PROTOCOL_VERSION = "2025-11-25"
+_PROGRESS_TOKEN = "cli"
 _CONNECT_S = 30.0
 
 
@@ -110,9 +111,15 @@ class DaemonClient:
         )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def call_tool(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """The tool's reply; a coded tool error comes back as an outcome with `error_code`."""
-        result = self._request("tools/call", {"name": tool, "arguments": dict(arguments)})
+    def call_tool(
+        self, tool: str, arguments: Mapping[str, Any], on_progress: Callable[[str], None] | None = None
+    ) -> ToolOutcome:
+        """The tool's reply; a coded tool error comes back as an outcome with `error_code`.
+        `on_progress` is told the message of each progress notification meanwhile."""
+        params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
+        if on_progress is not None:
+            params["_meta"] = {"progressToken": _PROGRESS_TOKEN}
+        result = self._request("tools/call", params, on_progress)
         blocks = tuple(block for block in map(_block, result.get("content", [])) if block is not None)
         text = "\n".join(block for block in blocks if isinstance(block, str))
         data = result.get("structuredContent")
@@ -132,8 +139,11 @@ class DaemonClient:
     def _send(self, message: Mapping[str, Any]) -> None:
         self._sock.sendall(json.dumps(message).encode() + b"\n")
 
-    def _request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a request and read lines until its answer (notifications on the way are skipped)."""
+    def _request(
+        self, method: str, params: Mapping[str, Any], on_progress: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Send a request and read lines until its answer; of the notifications on the way, progress
+        goes to `on_progress` and the rest are skipped."""
         message_id = next(self._ids)
         try:
             self._send({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
@@ -141,6 +151,8 @@ class DaemonClient:
                 answer = json.loads(line)
                 if answer.get("id") == message_id:
                     break
+                if on_progress is not None and answer.get("method") == "notifications/progress":
+                    on_progress(str(answer.get("params", {}).get("message", "")))
             else:
                 raise WarmkernelError("daemon_error", f"the daemon closed the connection during {method}")
         except (OSError, ValueError) as exc:
@@ -169,9 +181,13 @@ def _block(block: Mapping[str, Any]) -> str | Image | None:
 
 
 @contextmanager
-def open_daemon(descriptor: Descriptor) -> Iterator[DaemonClient]:
-    """An initialized MCP session with the daemon, its replies with structured facts."""
-    sock, _ = open_socket(descriptor, "cli", options={"result_mode": "structured"})
+def open_daemon(descriptor: Descriptor, *, progress_s: float | None = None) -> Iterator[DaemonClient]:
+    """An initialized MCP session with the daemon, its replies with structured facts; with
+    `progress_s`, a call that asks for progress is told how it goes that often."""
+    options: dict[str, Any] = {"result_mode": "structured"}
+    if progress_s is not None:
+        options["progress_interval_s"] = progress_s
+    sock, _ = open_socket(descriptor, "cli", options=options)
     client = DaemonClient(sock)
     try:
         client.initialize()

@@ -17,6 +17,7 @@ REPLY_SETTINGS = frozenset(
         "max_images_per_reply",
         "max_image_bytes",
         "notebook",
+        "progress_interval_s",
     }
 )
 """The settings each client chooses for its own replies (its hello carries them); every other

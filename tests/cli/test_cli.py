@@ -237,11 +237,13 @@ def test_every_verb_has_help(cli: Cli, verb: str) -> None:
     assert done.returncode == 0 and done.stdout.startswith("usage: warmkernel " + verb)
 
 
-def test_run_on_a_terminal_shows_a_live_elapsed_time_line(cli: Cli) -> None:
+def test_run_on_a_terminal_shows_a_live_line_of_the_time_then_of_the_cells_latest_output(cli: Cli) -> None:
+    steps = "for step in range(3):\n    print(f'step {step}', flush=True)\n    time.sleep(0.8)"
+    cell = f"import time\n{steps}\nprint('done')"
     controller, terminal = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "warmkernel", "run", "import time; time.sleep(1.2); print('done')"],
+            [sys.executable, "-m", "warmkernel", "run", cell],
             cwd=cli.workspace,
             env=cli.env,
             stdin=subprocess.DEVNULL,
@@ -257,6 +259,7 @@ def test_run_on_a_terminal_shows_a_live_elapsed_time_line(cli: Cli) -> None:
     assert "done" in shown
     stderr = done.stderr.decode()  # bytes: text mode would turn each \r into \n
     assert re.search(r"\r\x1b\[Krunning \d+\.\d s", stderr)
+    assert re.search(r"\r\x1b\[KIn \[1\] running for [\d.]+ m?s: step \d", stderr), stderr
     assert stderr.endswith("\r\x1b[K")  # the line is cleared before the reply is printed
 
 

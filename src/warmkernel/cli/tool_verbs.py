@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import threading
@@ -151,10 +152,10 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     """Call the verb's tool on the workspace's daemon (started if there is none) and print the reply."""
     tool, arguments = _tool_call(args)
     descriptor = chosen_daemon(args, start=tool.starts_daemon)
-    live_line = tool.name == RUN and sys.stdout.isatty() and not args.json
-    with open_daemon(descriptor) as client, _elapsed_line(enabled=live_line):
+    live = tool.name == RUN and sys.stdout.isatty() and not args.json
+    with open_daemon(descriptor, progress_s=_LIVE_S if live else None) as client, _live_line(live) as show:
         try:
-            outcome = client.call_tool(tool.name, arguments)
+            outcome = client.call_tool(tool.name, arguments, show)
         except KeyboardInterrupt:
             if args.tool_verb.name in WAITING_VERBS:  # the cell was sent: a Ctrl-C here stops the wait
                 print(
@@ -234,24 +235,33 @@ def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
 _EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
 
+_LIVE_S = 0.5
+"""How often a cell run at a terminal tells how it goes (its latest output line or progress bar)."""
+
+
 @contextmanager
-def _elapsed_line(*, enabled: bool) -> Iterator[None]:
-    """On a terminal, a live `running 3.2 s` line on stderr while a cell is waited for."""
+def _live_line(enabled: bool) -> Iterator[Callable[[str], None] | None]:
+    """On a terminal, a live line on stderr while a cell is waited for: `running 3.2 s`, then what
+    the daemon says of the cell (`In [5] running for 3.5 s: epoch 2 loss 0.31`); yields what to
+    tell it with (None when not enabled)."""
     if not enabled:
-        yield
+        yield None
         return
     start = time.monotonic()
     done = threading.Event()
+    said: list[str] = []
 
     def redraw() -> None:
         while not done.wait(0.1):
-            sys.stderr.write(f"\r\x1b[Krunning {time.monotonic() - start:.1f} s")
+            line = said[-1] if said else f"running {time.monotonic() - start:.1f} s"
+            width = os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 80
+            sys.stderr.write(f"\r\x1b[K{line[: max(1, width - 1)]}")
             sys.stderr.flush()
 
     drawer = threading.Thread(target=redraw, daemon=True)
     drawer.start()
     try:
-        yield
+        yield said.append
     finally:
         done.set()
         drawer.join()

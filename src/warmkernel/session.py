@@ -471,8 +471,11 @@ class Session:
             await anyio.sleep(WRITE_THROUGH_AFTER_S)
             running = self._running
             if running is not None and running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
-                running.record.output.write_through()
-                journal.alive()
+                try:
+                    running.record.output.write_through()
+                    journal.alive()
+                except OSError:  # a full disk, say: logged, and the cell goes on
+                    log.exception("execution %d could not be written through", running.record.number)
 
     def _finished(self, tracker: ExecutionTracker) -> None:
         """The running execution ended: the next cell may start."""

@@ -579,6 +579,26 @@ async def test_status_text_names_states_reasons_and_the_plan(
         ]
 
 
+async def test_names_bound_inside_magics_keep_their_readers_fresh_run_after_run(
+    tmp_path: Path, open_notebook: Any
+) -> None:
+    # %%capture runs its body as a cell of its own, inside the cell; %%time binds the same small
+    # int again on every run.
+    write_notebook(
+        tmp_path / NB,
+        [
+            ("timing", "%%time\ntimed = 5"),
+            ("uses_timed", "print(timed)"),
+            ("capturing", "%%capture cap\nprint('hello')"),
+            ("uses_cap", "print(cap.stdout.strip())"),
+        ],
+    )
+    async with open_notebook as client:
+        for _ in range(2):
+            await run_cells(client, "all")
+            assert await verdicts(client) == {}
+
+
 async def test_cells_may_be_one_cell_or_a_comma_separated_string(tmp_path: Path, open_notebook: Any) -> None:
     write_notebook(tmp_path / NB, [("a", "x = 1"), ("b", "y = 2"), ("c", "z = 3")])
     async with open_notebook as client:

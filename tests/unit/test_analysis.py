@@ -375,7 +375,12 @@ def test_analysis_of_any_text_is_consistent_and_never_raises(source: str) -> Non
             "if flag:\n    y = 1\nfor i in range(3):\n    pass\ntry:\n    w = 1\nexcept Exception:\n    pass",
             set(),
         ),
-        ("%time x = 1", set()),
+        ("%time x = 1", {"x"}),  # the code of a magic that runs it in the user namespace counts
+        ("%prun -l 3 -q w = 1", {"w"}),
+        ("%%time\ntimed = 5\nif flag:\n    maybe = 1", {"timed"}),
+        ("%%capture --no-stderr out\nseen = 1", {"out", "seen"}),
+        ("%%timeit\nkept = 1", set()),  # timeit's bindings do not persist
+        ("%%bash\nx=1", set()),
         ("x = (", set()),
     ],
 )

@@ -624,7 +624,7 @@ class _CellVisitor(ast.NodeVisitor):
     def _cell_magic(self, name: str, line: str, body: str) -> None:
         if name == "capture":
             self._code(body)
-            if output := next((word for word in line.split() if not word.startswith("-")), None):
+            if output := _capture_output(line):
                 self._bind(output)
         elif name == "timeit":  # the line after the options is setup code
             setup = _code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name])
@@ -661,7 +661,9 @@ class _CellVisitor(ast.NodeVisitor):
 def unconditional_binds(source: str) -> frozenset[str]:
     """Names a statement at the top level of the cell binds, so every successful run binds them:
     the kernel credits such a name to the cell even when it is bound again to the very same object
-    (`import pandas as pd` twice). A binding under `if`, `for` or `try` may not have run."""
+    (`import pandas as pd` twice). A binding under `if`, `for` or `try` may not have run. The code
+    of `%time`, `%prun` and `%%time`, `%%prun`, `%%capture` counts as the cell's top level, and
+    `%%capture out` binds `out`."""
     try:
         tree = _parse(source)
     except (SyntaxError, ValueError, RecursionError):
@@ -676,5 +678,30 @@ def unconditional_binds(source: str) -> frozenset[str]:
             found.update(target.id for target in statement.targets if isinstance(target, ast.Name))
         elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and isinstance(statement.target, ast.Name):
             found.add(statement.target.id)
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            found |= _magic_binds(statement.value)
     found.discard("*")
     return frozenset(found)
+
+
+def _capture_output(line: str) -> str | None:
+    """The name `%%capture`'s line binds its output to, if it names one."""
+    return next((word for word in line.split() if not word.startswith("-")), None)
+
+
+def _magic_binds(call: ast.Call) -> frozenset[str]:
+    """What a magic whose code runs in the user namespace always binds (see `unconditional_binds`)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or not _is_get_ipython(func.value):
+        return frozenset()
+    texts = [text for arg in call.args if (text := _text(arg)) is not None]
+    match func.attr, texts:
+        case "run_line_magic", [("time" | "prun") as name, line]:
+            return unconditional_binds(_code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name]))
+        case "run_cell_magic", ["capture", line, body]:
+            output = _capture_output(line)
+            return unconditional_binds(body) | ({output} if output else set())
+        case "run_cell_magic", [("time" | "prun"), _, body]:
+            return unconditional_binds(body)
+        case _:
+            return frozenset()

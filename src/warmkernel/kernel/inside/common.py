@@ -6,7 +6,8 @@ are walked once, by identity; after it, each name bound to a new object gets tha
 number in `rebound` (unbound names are dropped), and every follower (the notebook program) is
 told with the same two walks, so no program walks the namespace again. IPython adds `_iN` (and
 `_N`) to the namespace at every execution, so it grows with the session while the user's names do
-not: a walk never passes over all of it, only over what was bound since the last (`_note_added`). The server
+not: a walk never passes over all of it, only over what was bound since the last (`_note_added`).
+A cell run from inside another (`%%capture`) is part of the outer one. The server
 loads this file as text before any other program (`warmkernel.kernel.inside`), as its own module
 outside the user's namespace; it imports only the standard library and runs on Python 3.10+.
 """
@@ -31,6 +32,9 @@ _user_names: dict[str, None] = {}
 WALKED = "_warmkernel_walked"
 """The key each walk moves to the end of the namespace: the keys after it were bound since."""
 _before: dict[str, int] = {}
+_depth = [0]
+"""Cells running now: a cell run from inside another (`%%capture` runs its body as one) is part
+of the outer one, whose hooks alone count."""
 _followers: list[tuple[CellStarted, CellEnded]] = []
 _identity = object.__hash__
 """An object's identity, as `id` would give it, without a `builtins.id` audit event per name (which
@@ -99,6 +103,9 @@ def _note_added(namespace: dict[Any, Any]) -> None:
 
 
 def _pre_run_cell(info: object = None) -> None:
+    _depth[0] += 1
+    if _depth[0] > 1:
+        return
     _before.clear()
     _before.update(_user_ids())
     for started, _ in _followers:
@@ -106,6 +113,10 @@ def _pre_run_cell(info: object = None) -> None:
 
 
 def _post_run_cell(result: object = None) -> None:
+    if _depth[0] > 1:
+        _depth[0] -= 1
+        return
+    _depth[0] = 0  # also after a blank cell, which IPython ends without starting it
     # warmkernel keeps IPython's execution_count equal to its own execution number.
     number = getattr(result, "execution_count", None)
     if number is None and getattr(getattr(result, "info", None), "store_history", False):

@@ -181,13 +181,10 @@ def _block(block: Mapping[str, Any]) -> str | Image | None:
 
 
 @contextmanager
-def open_daemon(descriptor: Descriptor, *, progress_s: float | None = None) -> Iterator[DaemonClient]:
-    """An initialized MCP session with the daemon, its replies with structured facts; with
-    `progress_s`, a call that asks for progress is told how it goes that often."""
-    options: dict[str, Any] = {"result_mode": "structured"}
-    if progress_s is not None:
-        options["progress_interval_s"] = progress_s
-    sock, _ = open_socket(descriptor, "cli", options=options)
+def open_daemon(descriptor: Descriptor, options: Mapping[str, Any] | None = None) -> Iterator[DaemonClient]:
+    """An initialized MCP session with the daemon, its replies with structured facts and these
+    reply options (`config.REPLY_SETTINGS`)."""
+    sock, _ = open_socket(descriptor, "cli", options={"result_mode": "structured", **(options or {})})
     client = DaemonClient(sock)
     try:
         client.initialize()

@@ -18,6 +18,7 @@ REPLY_SETTINGS = frozenset(
         "max_image_bytes",
         "notebook",
         "progress_interval_s",
+        "default_silence_s",
     }
 )
 """The settings each client chooses for its own replies (its hello carries them); every other
@@ -36,6 +37,9 @@ class Settings:
     """`structured` adds structuredContent and output schemas; the text is the same."""
     default_wait_s: float = 10.0
     """How long run_python waits for a cell before replying that it still runs."""
+    default_silence_s: float | None = None
+    """run_python also replies once a cell has printed nothing this long (`warmkernel run
+    --silence`); None: only the cell's own `--silence` directive does."""
     inline_max_lines: int = 300
     inline_max_chars: int = 16_000
     """The inline budget of a finished cell's reply; past it, head and tail are shown."""

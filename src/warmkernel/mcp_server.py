@@ -177,7 +177,8 @@ async def _reply_after_wait(
 ) -> Reply:
     """Wait as the cell's directives (or the defaults) say, then reply as run_python does."""
     timeout_s = record.directives.wait_seconds or conn.settings.default_wait_s
-    waited = await _wait(conn, session, record, ctx, timeout_s, record.directives.silence_seconds)
+    silence_s = record.directives.silence_seconds or conn.settings.default_silence_s
+    waited = await _wait(conn, session, record, ctx, timeout_s, silence_s)
     return execution_reply(record, conn.settings, waited=waited)
 
 

@@ -66,9 +66,19 @@ def test_run_refuses_a_bad_timeout_as_its_flag_not_as_a_line_of_the_cell(cli: Cl
         assert done.stderr.startswith(refusal), done
         assert "line" not in done.stderr
     assert cli("sessions").stdout.strip() == "No live daemons."  # refused before a daemon was started
-    done = cli("run", "1", "--timeout", "1e3")  # spelled in the directive without an exponent
+    done = cli("run", "1", "--timeout", "1e3")
     assert done.returncode == 0, done.stderr
-    assert cli("export", "--format", "py").stdout.rstrip().endswith("# warmkernel: --wait 1000")
+
+
+def test_run_timeout_and_silence_change_the_wait_and_leave_the_cell_as_written(cli: Cli) -> None:
+    waited = cli("run", "--timeout", "0.5", "import time; time.sleep(30)")
+    assert waited.returncode == 3 and "Still running" in waited.stdout, waited.stdout
+    assert cli("interrupt").returncode == 0
+    quiet = cli("run", "--silence", "0.5", "import time; print('started', flush=True); time.sleep(30)")
+    assert quiet.returncode == 3 and "started" in quiet.stdout, quiet.stdout
+    assert cli("interrupt").returncode == 0
+    script = cli("export", "--format", "py").stdout
+    assert "warmkernel:" not in script.replace("# %% In [", ""), script  # no directive line was added
 
 
 def test_run_refuses_a_bad_directive_before_starting_a_daemon(cli: Cli) -> None:

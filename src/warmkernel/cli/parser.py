@@ -15,7 +15,7 @@ from warmkernel.cli.completion import SHELLS
 from warmkernel.cli.configured import subparsers
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
 from warmkernel.cli.options import add_server_options, shown_default
-from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_DIRECTIVES, offered
+from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_WAITS, offered
 from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.tool_specs import TOOLS
 from warmkernel.types import MAX_PORT
@@ -386,8 +386,8 @@ def _add_tool_verb(
         )
     if tool.name == RUN:
         parser.add_argument("-f", "--file", type=Path, help="read the cell from FILE (CODE - reads stdin)")
-        for directive in RUN_DIRECTIVES:
-            parser.add_argument(directive.flag, type=float, metavar="S", help=directive.help)
+        for wait in RUN_WAITS:
+            parser.add_argument(wait.flag, type=float, metavar="S", help=wait.help)
 
 
 def _add_param(parser: argparse.ArgumentParser, param: Param, default: Any, *, optional: bool) -> None:

@@ -22,7 +22,7 @@ from warmkernel.cli.exits import exit_status
 from warmkernel.cli.options import chosen_daemon
 from warmkernel.client import ToolOutcome, open_daemon
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.directive import PREFIX, parse_directives
+from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.tool_params import Param, Tool, Verb
 from warmkernel.tool_specs import NOTEBOOK
@@ -34,13 +34,12 @@ the daemon's limit)."""
 
 
 @dataclass(frozen=True)
-class _Directive:
-    """A `run` flag that becomes a directive line of the cell, unless the cell sets its own."""
+class _WaitFlag:
+    """A `run` flag for how this call waits: the reply option it sets on the call's connection. A
+    directive of the cell's own wins, as over any client's default; the source stays as written."""
 
     flag: str
-    directive: str
-    field: str
-    """The `Directives` field the directive sets."""
+    setting: str
     help: str
 
     @property
@@ -48,17 +47,15 @@ class _Directive:
         return self.flag.removeprefix("--")
 
 
-RUN_DIRECTIVES = (
-    _Directive(
+RUN_WAITS = (
+    _WaitFlag(
         "--timeout",
-        "--wait",
-        "wait_seconds",
+        "default_wait_s",
         "wait up to S seconds in all (default: the daemon's --wait, 10 s unless it was started with another)",
     ),
-    _Directive(
+    _WaitFlag(
         "--silence",
-        "--silence",
-        "silence_seconds",
+        "default_silence_s",
         "also return once the cell has printed nothing for S seconds",
     ),
 )
@@ -105,31 +102,21 @@ def _cell_text(data: bytes, where: str) -> str:
         ) from exc
 
 
-def _with_directives(source: str, args: argparse.Namespace) -> str:
-    """`run --timeout S --silence S` as the cell's directives, except those the cell sets itself."""
-    for directive in RUN_DIRECTIVES:
-        seconds = getattr(args, directive.dest)
-        if seconds is not None and not (math.isfinite(seconds) and seconds >= 0.001):
-            # Refused here: the directive line would be blamed for a value the user gave as a flag.
+def _wait_options(args: argparse.Namespace) -> dict[str, float]:
+    """`run --timeout S --silence S` as the reply options of this call's connection."""
+    options: dict[str, float] = {}
+    for wait in RUN_WAITS:
+        seconds = getattr(args, wait.dest, None)
+        if seconds is None:
+            continue
+        if not (math.isfinite(seconds) and seconds >= 0.001):
             raise WarmkernelError(
                 "invalid_timeout",
-                f"{directive.flag} {seconds:g} is not valid; {directive.flag} must be a finite number "
-                "of seconds, at least 0.001",
+                f"{wait.flag} {seconds:g} is not valid; {wait.flag} must be a finite number of seconds, "
+                "at least 0.001",
             )
-    # Read as the daemon reads them (after the patch literals), and refused here, before a daemon
-    # is started for a cell that cannot run.
-    own = parse_directives(transform_patch_literals(source).source)
-    lines = [
-        f"{PREFIX} {directive.directive} {_directive_seconds(getattr(args, directive.dest))}"
-        for directive in RUN_DIRECTIVES
-        if getattr(args, directive.dest) is not None and getattr(own, directive.field) is None
-    ]
-    return "\n".join([source.rstrip("\n"), *lines]) if lines else source
-
-
-def _directive_seconds(seconds: float) -> str:
-    """Seconds as a directive spells them: digits with an optional decimal part (no exponent)."""
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+        options[wait.setting] = seconds
+    return options
 
 
 def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
@@ -143,7 +130,10 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
             value = getattr(args, "notebook", None)  # the configured notebook
         arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd and value is not None else value
     if tool.name == RUN:
-        arguments["freeform"] = _with_directives(_source(args), args)
+        arguments["freeform"] = _source(args)
+        # Read as the daemon reads them (after the patch literals), so that a bad directive is
+        # refused here, before a daemon is started for a cell that cannot run.
+        parse_directives(transform_patch_literals(arguments["freeform"]).source)
     tool.parse(arguments)  # a bad value is refused here, before a daemon is found or started
     return tool, arguments
 
@@ -151,9 +141,12 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
 def run_tool_verb(args: argparse.Namespace) -> int:
     """Call the verb's tool on the workspace's daemon (started if there is none) and print the reply."""
     tool, arguments = _tool_call(args)
+    options = _wait_options(args) if tool.name == RUN else {}
     descriptor = chosen_daemon(args, start=tool.starts_daemon)
     live = tool.name == RUN and sys.stdout.isatty() and not args.json
-    with open_daemon(descriptor, progress_s=_LIVE_S if live else None) as client, _live_line(live) as show:
+    if live:
+        options["progress_interval_s"] = _LIVE_S
+    with open_daemon(descriptor, options) as client, _live_line(live) as show:
         try:
             outcome = client.call_tool(tool.name, arguments, show)
         except KeyboardInterrupt:

@@ -102,7 +102,8 @@ class Connection:
     greeting: str | None = None
     """The note, until the first reply has said it."""
     tell_joined: bool = True
-    """Say, once per kernel, what was there when this client first used it (if it had run cells)."""
+    """Say, once per kernel, what was there when this client first used it (if it had run cells,
+    and the project environment it runs in)."""
     notices_marks: dict[str, int] = field(default_factory=dict)
     """Per kernel, where this connection reads its one-time notices from."""
     told: set[str] = field(default_factory=set)
@@ -113,8 +114,12 @@ class Connection:
         document (an export's text) stays as it is, and its notices wait for the next reply."""
         if reply.is_document:
             return reply
+        first = session.name not in self.notices_marks
         mark = self.notices_marks.get(session.name, session.notice_mark())
         notices, self.notices_marks[session.name] = session.notices_since(mark)
+        environment = session.environment_note
+        if first and self.tell_joined and environment is not None and environment not in notices:
+            notices = [environment, *notices]  # said to an earlier client: this one is told too
         if self.greeting is not None:
             notices, self.greeting = [self.greeting, *notices], None
         if not notices:

@@ -158,7 +158,9 @@ class Session:
         """A cell ended without a reply: IPython's counter may lag, and is set before the next one."""
         self._changed = anyio.Event()
         """Set (and replaced) when an execution starts or ends, a kernel starts, or a notebook is bound."""
-        self._environment_told = False
+        self.environment_note: str | None = None
+        """Which project environment the kernels run in, once known: a one-time notice, and said
+        again to each MCP client that comes later (`Connection.with_notices`)."""
         self._journal = journal
         self._budget = OutputBudget(
             journal.output_directory if journal is not None else root.subdirectory(f"output-{name}"),
@@ -293,11 +295,13 @@ class Session:
 
     def _tell_environment(self, kernel: Kernel) -> None:
         """Say once which project environment the kernels run in (warmkernel's own needs no word)."""
-        if self._environment_told or not isinstance(kernel, LocalKernel):
-            return
-        self._environment_told = True
-        if kernel.environment.kind != "server":
-            self._notices.append(environment_notice(kernel.environment.describe()))
+        if (
+            self.environment_note is None
+            and isinstance(kernel, LocalKernel)
+            and kernel.environment.kind != "server"
+        ):
+            self.environment_note = environment_notice(kernel.environment.describe())
+            self._notices.append(self.environment_note)
 
     async def _watch_exit(self, kernel: Kernel) -> None:
         await kernel.exited.wait()

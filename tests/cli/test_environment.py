@@ -10,9 +10,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 
 from tests.cli.conftest import Cli
+from tests.mcp.calls import call
+from tests.mcp.conftest import stdio_parameters
 
 
 def make_venv(prefix: Path, *, ipykernel: bool, marker: str | None = None) -> Path:
@@ -54,6 +58,12 @@ def test_the_kernel_runs_in_the_dot_venv_of_a_parent_and_says_so(cli: Cli) -> No
     assert done.stdout.startswith(note + "\n")
     assert f"{repo / '.venv'} {repo / '.venv'}" in done.stdout
     assert "note:" not in below("run", "1").stdout, "said once"
+
+    async def a_host_that_comes_later() -> str:
+        async with Client(stdio_parameters(below.workspace, env=below.env)) as host:
+            return await call(host, "python_status")
+
+    assert note in anyio.run(a_host_that_comes_later), "an MCP client that comes later is told too"
     shell = below("run", "import os, shutil; print(shutil.which('python'), os.environ['VIRTUAL_ENV'])")
     assert shell.stdout.splitlines()[-1] == f"{python} {repo / '.venv'}", "`!pip` reaches the project's"
     status = below("status")

@@ -69,7 +69,8 @@ def test_configured_options_act_as_their_flags(cli: Cli) -> None:
     refused = cli("run", "1")
     assert refused.returncode == 2
     assert "kernel_options_differ" in refused.stderr
-    assert "--max-kernels 3 (you asked for --max-kernels 2)" in refused.stderr
+    where = f"{cli.workspace / 'warmkernel.toml'}:2"
+    assert f"--max-kernels 3 (you asked for --max-kernels 2, set in project {where})" in refused.stderr
 
 
 @pytest.mark.timeout(240)

@@ -10,6 +10,7 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -510,7 +511,18 @@ def workspace_daemon(
     resolved = ["--resolved-by", str(workspace.config_file)] if workspace.config_file else []
     flags = [*daemon_flags(args), *resolved, *(extra_flags or [])]
     asked = asked_kernel_options(args)
-    return ensure_daemon(workspace.path, flags, daemon_environment(args), asked, describe_kernel_option)
+    return ensure_daemon(workspace.path, flags, daemon_environment(args), asked, partial(_described, args))
+
+
+def _described(args: argparse.Namespace, field: str, value: Any) -> str:
+    """A kernel option as its flag writes it, and where it was set when not on this command line
+    (a configuration file's line, a variable): a refusal must not blame a flag nobody typed."""
+    words = describe_kernel_option(field, value)
+    setting = next((setting for setting in args.settings if setting.dest == field), None)
+    found = args.configuration.values.get(setting.name) if setting is not None else None
+    if found is None or found.value != value or found.source.layer in ("flag", "default"):
+        return words
+    return f"{words}, set in {found.source.describe()}"
 
 
 def chosen_daemon(args: argparse.Namespace, *, start: bool = True) -> Descriptor:

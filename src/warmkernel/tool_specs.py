@@ -352,7 +352,16 @@ TOOLS: tuple[Tool, ...] = (
         "Answer the prompt of a cell waiting in input() or getpass(), then reply as run_python does. "
         "The answer is written to the output after its prompt, except for a password prompt.",
         (
-            Param("text", Text(), "The answer, without a trailing newline.", cli=Spelling(metavar="TEXT")),
+            Param(
+                "text",
+                Text(),
+                "The answer, without a trailing newline.",
+                cli=Spelling(
+                    metavar="TEXT",
+                    help="the answer; - reads one line from standard input (a password stays out of "
+                    "the process list and the shell's history)",
+                ),
+            ),
             replace(EXECUTION, cli=Spelling(("--execution",), "N")),
             KNOWN_KERNEL,
         ),

@@ -307,6 +307,14 @@ def test_input_answers_a_waiting_cell_and_waits_for_it(daemon_cli: Cli) -> None:
     assert refused.returncode == 1 and refused.stderr.startswith("warmkernel: not_awaiting_input:")
 
 
+def test_input_dash_reads_the_answer_from_standard_input(daemon_cli: Cli) -> None:
+    asked = daemon_cli("run", "import getpass\nsecret = getpass.getpass('token? ')\nprint(len(secret))")
+    assert asked.returncode == 3 and "token?" in asked.stdout
+    answered = daemon_cli("input", "-", stdin="s3cr3t\n")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert answered.stdout.splitlines()[-1] == "6" and "s3cr3t" not in answered.stdout
+
+
 def test_run_waiting_for_input_exits_3_like_a_running_cell(daemon_cli: Cli) -> None:
     done = daemon_cli("run", "answer = input('name? ')")
     assert done.returncode == 3

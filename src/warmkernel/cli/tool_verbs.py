@@ -28,6 +28,7 @@ from warmkernel.tool_params import Param, Tool, Verb
 from warmkernel.tool_specs import NOTEBOOK
 
 RUN = "run_python"
+INPUT = "send_python_input"
 MAX_CELL_BYTES = 32 * 1024 * 1024
 """The largest cell `run -f` or `run -` sends (one socket message, JSON-escaped, stays far below
 the daemon's limit)."""
@@ -129,6 +130,8 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
         if value is None and param is NOTEBOOK:
             value = getattr(args, "notebook", None)  # the configured notebook
         arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd and value is not None else value
+    if tool.name == INPUT and arguments["text"] == "-":
+        arguments["text"] = sys.stdin.readline().removesuffix("\n")
     if tool.name == RUN:
         arguments["freeform"] = _source(args)
         # Read as the daemon reads them (after the patch literals), so that a bad directive is

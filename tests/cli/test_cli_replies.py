@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,11 +83,11 @@ def test_images_are_written_to_files_and_their_paths_printed(daemon_cli: Cli, tm
     saved = re.findall(r"^\[image (\d) saved: (.+)\]$", ran.stdout, re.MULTILINE)
     assert [ordinal for ordinal, _ in saved] == ["1", "2"], ran.stdout
     folder = Path(saved[0][1]).parent
-    try:
-        assert folder.name.startswith("warmkernel-images-")  # a temp directory of its own
-        assert all(Path(path).read_bytes() == PNG for _, path in saved)
-    finally:
-        shutil.rmtree(folder)
+    assert folder.parent == daemon_cli.runtime / "images"  # private: the daemon's own folder there
+    assert all(Path(path).read_bytes() == PNG for _, path in saved)
+    shown_again = daemon_cli("show", number)
+    assert re.findall(r"saved: (.+)\]$", shown_again.stdout, re.MULTILINE) == [path for _, path in saved]
+    assert len(list(folder.iterdir())) == 2, "showing an image again writes the same file"
 
     chosen = tmp_path / "plots"
     read = daemon_cli("read", number, "--stream", "images", "--lines", "-1:", "-o", str(chosen))

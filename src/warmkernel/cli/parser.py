@@ -381,8 +381,8 @@ def _add_tool_verb(
             "--output-dir",
             type=Path,
             metavar="DIR",
-            help="write the reply's images to files in DIR and print their paths (default: a new "
-            "temporary directory, made only when there is an image)",
+            help="write the reply's images to files in DIR and print their paths (default: the "
+            "daemon's folder in warmkernel's private runtime directory, made only when there is an image)",
         )
     if tool.name == RUN:
         parser.add_argument("-f", "--file", type=Path, help="read the cell from FILE (CODE - reads stdin)")

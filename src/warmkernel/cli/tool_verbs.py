@@ -21,6 +21,7 @@ from typing import Any
 from warmkernel.cli.exits import exit_status
 from warmkernel.cli.options import chosen_daemon
 from warmkernel.client import ToolOutcome, open_daemon
+from warmkernel.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.patch_literal import transform_patch_literals
@@ -167,7 +168,7 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     elif outcome.error_code is not None:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
-        text = printed(outcome, lambda: _image_dir(args))
+        text = printed(outcome, lambda: _image_dir(args, descriptor))
         print("\n".join([text, *(descriptor.jupyter_lines() if attach else [])]))
     return exit_status(args.tool_verb.name, outcome)
 
@@ -178,20 +179,17 @@ IMAGE_VERBS = frozenset({"run", "input", "wait", "show", "read", "nb run"})
 """Verbs whose replies may carry images, which they write to files (`-o DIR`)."""
 
 
-def _image_dir(args: argparse.Namespace) -> Path:
-    """Where this verb writes its images: `-o DIR` (made if missing), else a new temp directory."""
+def _image_dir(args: argparse.Namespace, descriptor: Descriptor) -> Path:
+    """Where this verb writes its images: `-o DIR` (made if missing), else the daemon's folder of
+    the private runtime directory, where showing an image again writes the same file."""
     chosen: Path | None = getattr(args, "output_dir", None)
-    if chosen is None:
-        import tempfile  # here: only a reply with an image needs it
-
-        return Path(tempfile.mkdtemp(prefix="warmkernel-images-"))
+    folder = chosen if chosen is not None else runtime_dir() / "images" / descriptor.id
     try:
-        chosen.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise WarmkernelError(
-            "invalid_arguments", f"cannot write images to {chosen}: {exc.strerror}"
-        ) from exc
-    return chosen
+        message = f"cannot write images to {folder}: {exc.strerror}"
+        raise WarmkernelError("invalid_arguments", message) from exc
+    return folder
 
 
 _CAPTION = re.compile(r"\[image (\d+): ")

@@ -48,7 +48,7 @@ A persistent IPython kernel is available through the `warmkernel` MCP tools (or 
   `list_python_variables()` instead of printing it.
 - A cell sent while another runs is rejected as `busy`: wait for it or `interrupt_python()`.
   `reset_python()` kills the kernel and everything it started; records stay readable.
-- From a shell: `warmkernel run "CODE"`, `warmkernel read N --lines -20:`, `warmkernel status`.
+- From a shell: `{cli} run "CODE"`, `{cli} read N --lines -20:`, `{cli} status`.
 """
 
 SKILL_HEADER = """\
@@ -78,6 +78,13 @@ class ServerCommand:
 
     def with_args(self, *more: str) -> list[str]:
         return [*self.args, *more]
+
+    @property
+    def cli(self) -> str:
+        """The same warmkernel as a shell reaches it (the command without `mcp`)."""
+        import shlex  # here: only `init` needs it
+
+        return shlex.join([self.command, *self.args[:-1]])
 
 
 def _local_source() -> str | None:
@@ -128,8 +135,8 @@ def init_project(root: Path, server: ServerCommand) -> tuple[list[str], str]:
     changes = [
         _merge_json(root, Path(".mcp.json"), "mcpServers", entry),
         _merge_codex(root, Path(".codex/config.toml"), server),
-        _refresh_block(root, Path("AGENTS.md"), GUIDE, ""),
-        _refresh_block(root, Path(".claude/skills/warmkernel/SKILL.md"), GUIDE, SKILL_HEADER),
+        _refresh_block(root, Path("AGENTS.md"), guide := GUIDE.format(cli=server.cli), ""),
+        _refresh_block(root, Path(".claude/skills/warmkernel/SKILL.md"), guide, SKILL_HEADER),
     ]
     if (root / "CLAUDE.md").is_file():
         changes.append(_refresh_block(root, Path("CLAUDE.md"), CLAUDE_SECTION, ""))

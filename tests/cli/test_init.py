@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -64,7 +65,10 @@ def test_init_configures_every_host_present_and_changes_nothing_the_second_time(
         "args": [*MODULE[1:], "--inline-chars", "8000"],
         "tool_timeout_sec": 660,
     }
-    assert (ws / "AGENTS.md").read_text().startswith("# Project notes\n\nKeep this.\n\n<!-- warmkernel:begin")
+    agents = (ws / "AGENTS.md").read_text()
+    assert agents.startswith("# Project notes\n\nKeep this.\n\n<!-- warmkernel:begin")
+    cli_words = shlex.join(MODULE[:-1])  # the shell reaches the same warmkernel as the hosts
+    assert f'From a shell: `{cli_words} run "CODE"`' in agents
     claude = (ws / "CLAUDE.md").read_text()
     assert claude.startswith("# Claude\n\nHouse rules.\n\n<!-- warmkernel:begin") and "AGENTS.md" in claude
 

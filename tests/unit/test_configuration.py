@@ -174,6 +174,12 @@ def test_a_bad_file_is_refused_in_one_line_naming_file_key_value_and_what_is_val
     assert "\n" not in caught.value.message
 
 
+def test_a_level_is_taken_in_either_case_as_its_flag_takes_it(workspace: Path) -> None:
+    (workspace / "warmkernel.toml").write_text('log_level = "debug"\n')
+    assert configure(build_parser(), ["mcp"]).log_level == "DEBUG"
+    assert configure(build_parser(), ["mcp", "--log-level", "info"]).log_level == "INFO"
+
+
 def test_a_token_in_a_project_file_is_refused_pointing_at_the_environment(workspace: Path) -> None:
     (workspace / "pyproject.toml").write_text('[tool.warmkernel]\njupyter_token = "s3cret"\n')
     with pytest.raises(WarmkernelError) as caught:

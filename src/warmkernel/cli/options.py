@@ -380,6 +380,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, daemon: bool = True) 
         kernel.add_argument(
             "--log-level",
             default="WARNING",
+            type=str.upper,
             choices=("DEBUG", "INFO", "WARNING", "ERROR"),
             help="daemon log level (its log is in the runtime directory)",
         )

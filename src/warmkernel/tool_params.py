@@ -9,6 +9,7 @@ module, so it loads nothing of the server (no MCP SDK, session or kernel).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -43,7 +44,16 @@ def check_path(name: str) -> str:
 
 
 def _fail(code: ErrorCode, name: str, value: Any, valid: str) -> WarmkernelError:
-    return WarmkernelError(code, f"{name}={value!r} is not valid; {name} must be {valid}")
+    return WarmkernelError(code, f"{name}={_json(value)} is not valid; {name} must be {valid}")
+
+
+def _json(value: Any) -> str:
+    """A value as the caller sent it, in JSON (`null`, `true`, `"3"`), cut at 80 characters."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:80]}…"
 
 
 def _integer(value: Any) -> int | None:

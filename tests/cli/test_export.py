@@ -41,7 +41,7 @@ def test_export_writes_files_from_the_current_directory_or_prints_the_document(c
 
 def test_export_refusals_exit_with_usage_status_and_the_tools_codes(cli: Cli) -> None:
     bad = cli("export", "--executions", "2-x")
-    assert bad.returncode == 2 and bad.stderr.startswith("warmkernel: invalid_executions: executions='2-x'")
+    assert bad.returncode == 2 and bad.stderr.startswith('warmkernel: invalid_executions: executions="2-x"')
     assert cli("sessions").stdout.strip() == "No live daemons."  # refused before any daemon started
     assert cli("run", "1").returncode == 0
     missing = cli("export", "--executions", "1-3")

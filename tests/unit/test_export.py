@@ -63,13 +63,13 @@ def test_selection_grammar_reads_numbers_and_ranges(pick: Pick) -> None:
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("", "'' is neither"),
-        ("3,,5", "'' is neither"),
-        ("0", "'0' is neither"),
-        ("-3", "'-3' is neither"),
-        ("3-", "'3-' is neither"),
-        ("a", "'a' is neither"),
-        ("1.5", "'1.5' is neither"),
+        ("", '"" is neither'),
+        ("3,,5", '"" is neither'),
+        ("0", '"0" is neither'),
+        ("-3", '"-3" is neither'),
+        ("3-", '"3-" is neither'),
+        ("a", '"a" is neither'),
+        ("1.5", '"1.5" is neither'),
         ("9-5", "runs backwards (write 5-9)"),
     ],
 )
@@ -89,6 +89,21 @@ def test_the_tool_parameter_takes_a_selection_a_number_or_nothing() -> None:
         with pytest.raises(WarmkernelError) as caught:
             tool.parse({"executions": bad})
         assert caught.value.code == "invalid_executions"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        ({"timeout_seconds": None}, "timeout_seconds=null is not valid"),
+        ({"timeout_seconds": True}, "timeout_seconds=true is not valid"),
+        ({"execution": "3"}, 'execution="3" is not valid'),
+        ({"execution": "x" * 500}, 'execution="' + "x" * 79 + "…"),
+    ],
+)
+def test_a_refused_value_is_quoted_as_the_caller_sent_it(arguments: dict[str, Any], shown: str) -> None:
+    with pytest.raises(WarmkernelError) as caught:
+        TOOLS_BY_NAME["wait_python"].parse(arguments)
+    assert caught.value.message.startswith(shown)
 
 
 # -- records to nbformat outputs ------------------------------------------------------------------

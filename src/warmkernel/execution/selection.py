@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from warmkernel.errors import WarmkernelError
@@ -22,7 +23,7 @@ def parse_selection(text: str) -> Selection:
     for item in text.split(","):
         match = _ITEM.fullmatch(item)
         if match is None:
-            raise _invalid(text, f"{item.strip()!r} is neither a number >= 1 nor a range A-B")
+            raise _invalid(text, f"{json.dumps(item.strip())} is neither a number >= 1 nor a range A-B")
         first = int(match.group(1))
         last = int(match.group(2) or first)
         if last < first:
@@ -37,4 +38,5 @@ def selection_text(selection: Selection) -> str:
 
 
 def _invalid(text: str, why: str) -> WarmkernelError:
-    return WarmkernelError("invalid_executions", f"executions={text!r} is not valid: {why}; give {_VALID}")
+    message = f"executions={json.dumps(text)} is not valid: {why}; give {_VALID}"
+    return WarmkernelError("invalid_executions", message)

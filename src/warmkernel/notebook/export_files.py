@@ -238,7 +238,8 @@ def _position(
     ids = ", ".join(repr(cell_id) for cell_id in code[:5]) + (", ..." if len(code) > 5 else "")
     valid = f"a cell id ({ids}) or a code-cell index 0-{len(code) - 1}" if code else "a cell id"
     raise WarmkernelError(
-        "invalid_arguments", f"after_cell={after!r} is not a cell of {name}; give {valid}, or null to append"
+        "invalid_arguments",
+        f"after_cell={json.dumps(after)} is not a cell of {name}; give {valid}, or null to append",
     )
 
 

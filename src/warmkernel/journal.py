@@ -18,11 +18,11 @@ power may lose the last lines.
 
 `load` replays the lines: a record that started but never finished was running when its
 process ended and becomes `died`, its time running until the events file was last written (a
-session marks it `alive` every second while a cell runs). Its output is lost, unless it ran long
-enough that its session wrote it through to output/ (`OutputLog.write_through`): then its
-completed lines are kept. Any file in output/ that no kept record names is removed. Images are
-not journaled: a reloaded record keeps their captions in its result stream and counts them in
-`images_not_kept`.
+session marks it `alive` while a cell runs), and its finish is journaled then, once. Its output
+is lost, unless it ran long enough that its session wrote it through to output/
+(`OutputLog.write_through`): then its completed lines are kept. Any file in output/ that no kept
+record names is removed. Images are not journaled: a reloaded record keeps their captions in
+its result stream and counts them in `images_not_kept`.
 """
 
 from __future__ import annotations
@@ -57,9 +57,11 @@ _CLAIM = "workspace.json"
 _OUTPUT = "output"
 _KERNELS = "kernels"
 _TAIL_CHUNK = 65536
+ALIVE_EVERY_S = 0.25
+"""While a cell runs, its session marks the journal `alive` this often: a cell whose daemon is
+killed reads back as having run until then, within this (`Session._keep_running_cell`)."""
 WRITE_THROUGH_AFTER_S = 1.0
-"""A session writes a cell's output through once it has run this long, and then marks the
-journal `alive` every this long (`Session._write_through_long_cells`)."""
+"""A cell that has run this long writes its output through to the journal (at the next mark)."""
 _START = b'{"event":"start",'
 """How a start event's line begins, as `_append` writes it."""
 
@@ -204,6 +206,8 @@ class Journal:
             except (OSError, ValueError, TypeError, KeyError) as exc:
                 log.warning("execution %d cannot be read back (%r); skipped", number, exc)
                 continue
+            if finish is None:  # decided once: later events must not move its end
+                self._finish(record, manifest)
             if number in drops:
                 record.output.drop()
             elif manifest is not None:
@@ -245,7 +249,7 @@ class Journal:
             elapsed = max(0.0, last_alive - record.started_at.timestamp())
             kept = "the output it had written until then is kept (stdout's lines, then stderr's)"
             if manifest is None:
-                written_through = elapsed >= WRITE_THROUGH_AFTER_S
+                written_through = elapsed >= WRITE_THROUGH_AFTER_S + ALIVE_EVERY_S
                 kept = "it had printed nothing" if written_through else "its output was not kept"
             reason = f"the daemon (pid {start['pid']}) ended while it ran; {kept}"
             record.ended_earlier(ExecutionState.DIED, elapsed, reason=reason)
@@ -284,6 +288,9 @@ class Journal:
         except OSError:
             log.exception("the output of execution %d could not be journaled", record.number)
             manifest = None
+        self._finish(record, manifest)
+
+    def _finish(self, record: ExecutionRecord, manifest: LogManifest | None) -> None:
         self._append(
             {
                 "event": "finish",

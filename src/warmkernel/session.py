@@ -37,7 +37,7 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
 from warmkernel.execution.transcript import Transcript, transcript
-from warmkernel.journal import WRITE_THROUGH_AFTER_S, Journal
+from warmkernel.journal import ALIVE_EVERY_S, WRITE_THROUGH_AFTER_S, Journal
 from warmkernel.kernel import helper
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
@@ -201,7 +201,7 @@ class Session:
             if start:
                 session.start()
             if journal is not None:
-                tg.start_soon(session._write_through_long_cells, journal)
+                tg.start_soon(session._keep_running_cell, journal)
             try:
                 yield session
             finally:
@@ -467,19 +467,21 @@ class Session:
         await kernel.run_silently(f"get_ipython().execution_count = {self._next_number()}")
         self._counter_unsure = False
 
-    async def _write_through_long_cells(self, journal: Journal) -> None:
-        """A cell that runs for a while writes its output to the journal as it comes, and the
-        journal is marked alive each time: if the daemon is killed, the lines until then stay
-        readable and the record's time runs until then (`Journal.load`)."""
+    async def _keep_running_cell(self, journal: Journal) -> None:
+        """While a cell runs, mark the journal alive, and once it has run a while, write its output
+        through to the journal as it comes: if the daemon is killed, the record's time runs until
+        then and its lines until then stay readable (`Journal.load`)."""
         while True:
-            await anyio.sleep(WRITE_THROUGH_AFTER_S)
+            await anyio.sleep(ALIVE_EVERY_S)
             running = self._running
-            if running is not None and running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
-                try:
+            if running is None:
+                continue
+            try:
+                if running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
                     running.record.output.write_through()
-                    journal.alive()
-                except OSError:  # a full disk, say: logged, and the cell goes on
-                    log.exception("execution %d could not be written through", running.record.number)
+                journal.alive()
+            except OSError:  # a full disk, say: logged, and the cell goes on
+                log.exception("execution %d could not be written through", running.record.number)
 
     def _finished(self, tracker: ExecutionTracker) -> None:
         """The running execution ended: the next cell may start."""

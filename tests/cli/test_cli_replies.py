@@ -84,6 +84,9 @@ def test_images_are_written_to_files_and_their_paths_printed(daemon_cli: Cli, tm
     assert [ordinal for ordinal, _ in saved] == ["1", "2"], ran.stdout
     folder = Path(saved[0][1]).parent
     assert folder.parent == daemon_cli.runtime / "images"  # private: the daemon's own folder there
+    assert (folder.parent.stat().st_mode & 0o777, folder.stat().st_mode & 0o777) == (0o700, 0o700)
+    # Kernels share the folder and each numbers its own executions: the image's digest ends the name.
+    assert all(re.search(rf"/execution-{number}-image-\d-[0-9a-f]{{8}}\.png$", path) for _, path in saved)
     assert all(Path(path).read_bytes() == PNG for _, path in saved)
     shown_again = daemon_cli("show", number)
     assert re.findall(r"saved: (.+)\]$", shown_again.stdout, re.MULTILINE) == [path for _, path in saved]

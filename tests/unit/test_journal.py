@@ -246,6 +246,11 @@ def test_a_died_record_runs_until_the_journal_was_last_marked_alive(
     (died,) = reload(workspace, state)
     assert died.elapsed() == pytest.approx(42.0)
     assert died.end_reason.endswith("ended while it ran; it had printed nothing")
+    # Decided once: events the next daemons write do not move its end.
+    later = died.started_at.timestamp() + 3600
+    os.utime(journal.directory / "journal.jsonl", (later, later))
+    (again,) = reload(workspace, state)
+    assert (again.elapsed(), again.end_reason) == (died.elapsed(), died.end_reason)
 
 
 def test_a_died_record_keeps_what_it_wrote_through_and_not_a_line_cut_short(
@@ -272,8 +277,9 @@ def test_a_died_record_keeps_what_it_wrote_through_and_not_a_line_cut_short(
     assert died.output.lines("stdout", 12_345, 12_347) == many[12_344:12_346]
     assert everything(died.output, "combined")[-2:] == [many[-1], "a warning"]
     assert died.elapsed() == pytest.approx(3.0)
-    # What it wrote stays for the next process too.
+    # What it wrote stays for the next processes too.
     assert everything(reload(workspace, state)[0].output, "stderr") == ["a warning"]
+    assert everything(reload(workspace, state)[0].output, "stdout")[-1] == many[-1]
 
 
 def test_the_executions_kept_are_counted_without_taking_the_journal(

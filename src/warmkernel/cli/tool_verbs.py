@@ -168,7 +168,8 @@ def run_tool_verb(args: argparse.Namespace) -> int:
     elif outcome.error_code is not None:
         print(f"warmkernel: {outcome.text}", file=sys.stderr)
     else:
-        text = printed(outcome, lambda: _image_dir(args, descriptor))
+        chosen = getattr(args, "output_dir", None)
+        text = printed(outcome, lambda: _image_dir(chosen, descriptor), by_content=chosen is None)
         print("\n".join([text, *(descriptor.jupyter_lines() if attach else [])]))
     return exit_status(args.tool_verb.name, outcome)
 
@@ -179,12 +180,13 @@ IMAGE_VERBS = frozenset({"run", "input", "wait", "show", "read", "nb run"})
 """Verbs whose replies may carry images, which they write to files (`-o DIR`)."""
 
 
-def _image_dir(args: argparse.Namespace, descriptor: Descriptor) -> Path:
+def _image_dir(chosen: Path | None, descriptor: Descriptor) -> Path:
     """Where this verb writes its images: `-o DIR` (made if missing), else the daemon's folder of
-    the private runtime directory, where showing an image again writes the same file."""
-    chosen: Path | None = getattr(args, "output_dir", None)
+    the private runtime directory."""
     folder = chosen if chosen is not None else runtime_dir() / "images" / descriptor.id
     try:
+        if chosen is None:
+            folder.parent.mkdir(mode=0o700, exist_ok=True)
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         message = f"cannot write images to {folder}: {exc.strerror}"
@@ -196,11 +198,13 @@ _CAPTION = re.compile(r"\[image (\d+): ")
 _EXECUTION = re.compile(r"^In \[(\d+)\]|^execution (\d+) · images", re.MULTILINE)
 
 
-def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
+def printed(outcome: ToolOutcome, directory: Callable[[], Path], *, by_content: bool = False) -> str:
     """The reply's text, each image written to a file of `directory()` (asked for only when there
     is an image) and its path printed after its caption: `[image 1 saved: .../execution-7-image-1.png]`.
     The execution and the ordinal come from the text before the image (a `nb run` reply has several
-    executions)."""
+    executions). `by_content`: the name ends with a digest of the image too, for a folder that
+    images of every kernel share (each kernel numbers its own executions); showing the same image
+    again writes the same file."""
     lines: list[str] = []
     folder: Path | None = None
     execution = outcome.data.get("execution")
@@ -216,6 +220,10 @@ def printed(outcome: ToolOutcome, directory: Callable[[], Path]) -> str:
         captions = _CAPTION.findall(lines[-1]) if lines else []
         ordinal = captions[-1] if captions else str(written)
         name = f"execution-{execution}-image-{ordinal}" if execution is not None else f"image-{ordinal}"
+        if by_content:
+            import hashlib  # here: only an image needs it, and it loads OpenSSL
+
+            name += f"-{hashlib.sha256(block.data).hexdigest()[:8]}"
         path = folder / f"{name}{_EXTENSIONS.get(block.mime, '.bin')}"
         try:
             path.write_bytes(block.data)

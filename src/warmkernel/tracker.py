@@ -21,6 +21,7 @@ from warmkernel.execution.charts import Charts, Found, find_chart, unavailable
 from warmkernel.execution.mime import Chart
 from warmkernel.execution.progress import line_progress, widget_progress
 from warmkernel.execution.record import ExecutionRecord, InputPrompt
+from warmkernel.execution.terminal import TerminalNormalizer
 from warmkernel.execution.widgets import WIDGET_VIEW
 from warmkernel.kernel.base import Kernel
 from warmkernel.kernel.channel import (
@@ -264,8 +265,11 @@ class ExecutionTracker:
             self._progress_view = root
 
     def _progress_line(self, text: str) -> None:
-        """A `\\r` redraw: its latest line is the progress display if it shows a fraction."""
-        line = text.rstrip("\n").rsplit("\r", 1)[-1]
+        """A `\\r` redraw: its latest line, as a terminal shows it (colours and other escapes
+        applied), is the progress display if it shows a fraction."""
+        rendered = TerminalNormalizer()
+        rendered.feed(text.rstrip("\n").rsplit("\r", 1)[-1])
+        line = rendered.flush() or ""
         if line_progress(line) is not None:
             self.record.progress_source = partial(line_progress, line)
             self._progress_view = None

@@ -310,7 +310,9 @@ def test_input_answers_a_waiting_cell_and_waits_for_it(daemon_cli: Cli) -> None:
 def test_input_dash_reads_the_answer_from_standard_input(daemon_cli: Cli) -> None:
     asked = daemon_cli("run", "import getpass\nsecret = getpass.getpass('token? ')\nprint(len(secret))")
     assert asked.returncode == 3 and "token?" in asked.stdout
-    answered = daemon_cli("input", "-", stdin="s3cr3t\n")
+    nothing = daemon_cli("input", "-", stdin="")
+    assert nothing.returncode == 2 and "standard input gave no line" in nothing.stderr
+    answered = daemon_cli("input", "-", stdin="s3cr3t\r\nmore\n")  # one line, its line end off
     assert answered.returncode == 0, answered.stdout + answered.stderr
     assert answered.stdout.splitlines()[-1] == "6" and "s3cr3t" not in answered.stdout
 

@@ -405,6 +405,8 @@ def test_sessions_and_forget_act_on_the_daemon_that_daemon_names(cli: Cli, tmp_p
     (row,) = [row for row in rows if row["workspace"] == str(other.workspace)]
     listed = json.loads(cli("sessions", "--daemon", row["id"], "--json").stdout)
     assert [each["id"] for each in listed] == [row["id"]]
+    refused = cli("forget", "--daemon", row["id"])
+    assert refused.returncode == 1 and f"`warmkernel forget --daemon {row['id']} --stop`" in refused.stderr
     stopped, forgot = cli("forget", "--daemon", row["id"], "--stop").stdout.splitlines()
     assert stopped.startswith(f"stopped {row['id']}") and forgot.endswith(str(other.workspace))
     assert "In [2]" in cli("run", "2").stdout, "this workspace's daemon and journal are untouched"

@@ -125,6 +125,21 @@ async def test_progress_increases_and_names_the_latest_line(fresh_client: FreshC
         assert re.search(r": step \d$", messages[-1]), messages[-1]
 
 
+async def test_a_coloured_progress_bar_is_named_as_a_terminal_shows_it(fresh_client: FreshClient) -> None:
+    async with fresh_client(progress_interval_s=0.1) as client:
+        progress = Progress()
+        bar = "\\r\\x1b[31mtrain\\x1b[0m: {i}/8 ["
+        code = f"import sys, time\nfor i in range(8):\n    sys.stderr.write(f'{bar}'); time.sleep(0.1)"
+        number, text = await run(client, "# warmkernel: --wait 0.35\n" + code)
+        assert "Progress now: train: " in text and "\x1b" not in text, text
+        with anyio.fail_after(30):
+            await client.call_tool(
+                "wait_python", {"execution": number, "timeout_seconds": 30}, progress_callback=progress
+            )
+        messages = [message or "" for _, _, message in progress.seen]
+        assert messages and all("\x1b" not in message for message in messages), messages
+
+
 # -- input --------------------------------------------------------------------------------------
 
 

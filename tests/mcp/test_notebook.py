@@ -305,9 +305,10 @@ async def test_inserted_moved_and_deleted_cells(tmp_path: Path, open_notebook: A
         edit_cells(path, lambda cells: [cell for cell in cells if cell.get("id") != "a"])
         assert await verdicts(client) == moved
         plan = (await call(client, "notebook_status", path=NB)).splitlines()[-1]
-        assert plan.endswith(
-            "but cannot make fresh what reads a name no cell above sets (b reads x): edit the notebook"
-        )
+        unfixable = "cannot make fresh what reads a name no cell above sets (b reads x): edit the notebook"
+        assert plan.endswith(unfixable)
+        ran = await call(client, "run_notebook_cells", path=NB, timeout_seconds=60)
+        assert ran.splitlines()[-1].endswith(unfixable), "the call an agent loops on says it too"
 
 
 async def test_cells_without_ids_get_stable_derived_ids(tmp_path: Path, open_notebook: Any) -> None:

@@ -185,7 +185,8 @@ def forget(args: argparse.Namespace) -> int:
             raise WarmkernelError(
                 "daemon_error",
                 f"daemon {descriptor.id} (pid {descriptor.pid}) runs on this journal; "
-                "`warmkernel forget --stop` stops it first",
+                f"`warmkernel forget{'' if args.daemon is None else f' --daemon {descriptor.id}'} --stop` "
+                "stops it first",
             )
         stop_daemon(descriptor)
         if not args.json:

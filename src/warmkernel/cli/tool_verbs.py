@@ -121,6 +121,19 @@ def _wait_options(args: argparse.Namespace) -> dict[str, float]:
     return options
 
 
+def _answer_from_stdin() -> str:
+    """`input -`: one line of standard input, without its line end; typed at a terminal, not
+    echoed (it may be a password)."""
+    if sys.stdin.isatty():
+        import getpass  # here: only a typed answer needs it
+
+        return getpass.getpass("answer (not shown): ")
+    line = sys.stdin.readline()
+    if not line:
+        raise WarmkernelError("invalid_arguments", "input -: standard input gave no line to answer with")
+    return line.removesuffix("\n").removesuffix("\r")
+
+
 def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
     """The tool a client verb stands for, and its checked arguments."""
     tool: Tool = args.tool
@@ -132,7 +145,7 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
             value = getattr(args, "notebook", None)  # the configured notebook
         arguments[param.name] = str(Path.cwd() / value) if param.cli.from_cwd and value is not None else value
     if tool.name == INPUT and arguments["text"] == "-":
-        arguments["text"] = sys.stdin.readline().removesuffix("\n")
+        arguments["text"] = _answer_from_stdin()
     if tool.name == RUN:
         arguments["freeform"] = _source(args)
         # Read as the daemon reads them (after the patch literals), so that a bad directive is
@@ -256,7 +269,7 @@ def _live_line(enabled: bool) -> Iterator[Callable[[str], None] | None]:
     def redraw() -> None:
         while not done.wait(0.1):
             line = said[-1] if said else f"running {time.monotonic() - start:.1f} s"
-            width = os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 80
+            width = (os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0) or 80
             sys.stderr.write(f"\r\x1b[K{line[: max(1, width - 1)]}")
             sys.stderr.flush()
 

@@ -112,12 +112,17 @@ def _plan_line(view: NotebookView) -> str:
         return f"plan: empty; cell {running[0]} is running" if running else "plan: empty; every cell is fresh"
     why = view.status.plan_why
     named = ", ".join(f"{cell_id} ({why[cell_id]})" if cell_id in why else cell_id for cell_id in plan)
-    line = f"plan: {named}. {call('run_notebook_cells', path=view.shown)} runs them in order"
-    unset = [cell for cell in view.status.cells if cell.id in plan and cell.undefined]
-    if unset:
-        reads = "; ".join(f"{cell.id} reads {', '.join(cell.undefined)}" for cell in unset)
-        line += f", but cannot make fresh what reads a name no cell above sets ({reads}): edit the notebook"
-    return line
+    runs = call("run_notebook_cells", path=view.shown)
+    return f"plan: {named}. {runs} runs them in order{_unfixable(view)}"
+
+
+def _unfixable(view: NotebookView) -> str:
+    """What no run can make fresh: cells that read a name no cell above sets."""
+    unset = [cell for cell in view.status.cells if cell.undefined]
+    if not unset:
+        return ""
+    reads = "; ".join(f"{cell.id} reads {', '.join(cell.undefined)}" for cell in unset)
+    return f", but cannot make fresh what reads a name no cell above sets ({reads}): edit the notebook"
 
 
 def _reasons(cell: CellStatus, view: NotebookView) -> str:
@@ -211,7 +216,7 @@ def notebook_run_reply(
     if view is not None:
         still = [cell for cell in view.status.cells if cell.state not in ("fresh", "skipped")]
         listed = ", ".join(f"{cell.id} ({', '.join(cell.reasons) or cell.state})" for cell in still)
-        lines.append(f"still stale: {listed}" if still else "every cell is fresh")
+        lines.append(f"still stale: {listed}{_unfixable(view)}" if still else "every cell is fresh")
         data["status"] = _status_facts(view)
     for line in lines:
         _add_part(parts, line)

@@ -198,9 +198,11 @@ def _image_dir(chosen: Path | None, descriptor: Descriptor) -> Path:
     the private runtime directory."""
     folder = chosen if chosen is not None else runtime_dir() / "images" / descriptor.id
     try:
-        if chosen is None:
+        if chosen is not None:
+            chosen.mkdir(parents=True, exist_ok=True)  # the person's own folder, with their umask
+        else:
             folder.parent.mkdir(mode=0o700, exist_ok=True)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         message = f"cannot write images to {folder}: {exc.strerror}"
         raise WarmkernelError("invalid_arguments", message) from exc

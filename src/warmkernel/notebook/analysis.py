@@ -593,13 +593,7 @@ class _CellVisitor(ast.NodeVisitor):
 
     def _magic(self, node: ast.Call) -> bool:
         """Read a call that IPython's transforms made of a magic or `!command`; True if handled."""
-        func = node.func
-        if not isinstance(func, ast.Attribute) or not _is_get_ipython(func.value) or node.keywords:
-            return False
-        texts = [text for arg in node.args if (text := _text(arg)) is not None]
-        if len(texts) != len(node.args):
-            return False
-        match func.attr, texts:
+        match _shell_call(node):
             case "run_line_magic", [name, line]:
                 self._line_magic(name, line)
             case "run_cell_magic", [name, line, body]:
@@ -689,13 +683,19 @@ def _capture_output(line: str) -> str | None:
     return next((word for word in line.split() if not word.startswith("-")), None)
 
 
+def _shell_call(node: ast.Call) -> tuple[str, list[str]] | None:
+    """`get_ipython().METHOD("text", ...)`, as IPython's transforms write a magic or `!command`:
+    the method and its texts; None for any other call."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or not _is_get_ipython(func.value) or node.keywords:
+        return None
+    texts = [text for arg in node.args if (text := _text(arg)) is not None]
+    return (func.attr, texts) if len(texts) == len(node.args) else None
+
+
 def _magic_binds(call: ast.Call) -> frozenset[str]:
     """What a magic whose code runs in the user namespace always binds (see `unconditional_binds`)."""
-    func = call.func
-    if not isinstance(func, ast.Attribute) or not _is_get_ipython(func.value):
-        return frozenset()
-    texts = [text for arg in call.args if (text := _text(arg)) is not None]
-    match func.attr, texts:
+    match _shell_call(call):
         case "run_line_magic", [("time" | "prun") as name, line]:
             return unconditional_binds(_code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name]))
         case "run_cell_magic", ["capture", line, body]:

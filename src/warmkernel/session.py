@@ -472,9 +472,12 @@ class Session:
         through to the journal as it comes: if the daemon is killed, the record's time runs until
         then and its lines until then stay readable (`Journal.load`)."""
         while True:
-            await anyio.sleep(ALIVE_EVERY_S)
             running = self._running
             if running is None:
+                await self.changed()  # nothing to mark until a cell starts
+                continue
+            await anyio.sleep(ALIVE_EVERY_S)
+            if self._running is not running:
                 continue
             try:
                 if running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
@@ -579,6 +582,7 @@ class Session:
             self._running = tracker
         if self._journal is not None:
             self._journal.started(record)
+        self._announce()
         return tracker
 
     def select(self, execution: int | None) -> ExecutionRecord:

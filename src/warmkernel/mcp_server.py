@@ -188,13 +188,14 @@ async def _reply_after_wait(
 
 
 def _start_wait(conn: Connection, source: str) -> float:
-    """How long a cell waits for a starting kernel: the client's `--wait`, or the cell's own
-    `--wait` directive when that is longer (a short one is for the cell, not for the start)."""
+    """How long a cell waits for a starting kernel: the longest of the daemon's `--wait`, the
+    client's and the cell's own `--wait` directive (a short one is for the cell, not for the
+    start: `warmkernel run --timeout 0.3` on a kernel that is starting still runs its cell)."""
     try:
         asked = parse_directives(transform_patch_literals(source).source).wait_seconds
     except WarmkernelError:  # refused by `submit`, with the line that is wrong
         asked = None
-    return max(asked or 0.0, conn.settings.default_wait_s)
+    return max(asked or 0.0, conn.settings.default_wait_s, conn.kernels.settings.default_wait_s)
 
 
 async def run_python(

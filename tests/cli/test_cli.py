@@ -47,6 +47,13 @@ def test_run_timeout_bounds_the_wait_unless_the_cell_sets_its_own(daemon_cli: Cl
     assert own.returncode == 0, own.stdout
 
 
+def test_a_short_run_timeout_is_for_the_cell_not_for_a_kernel_start(cli: Cli) -> None:
+    assert cli("start").returncode == 0 and cli("stop-kernel", "main").returncode == 0
+    done = cli("run", "--timeout", "0.3", "6 * 7")  # the kernel starts again for it: about a second
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith(": 42")
+
+
 def test_run_timeout_on_a_cell_magic_leaves_its_body_as_written(daemon_cli: Cli) -> None:
     ran = daemon_cli("run", "--timeout", "30", "%%writefile magic.txt\nhello")
     assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -39,7 +39,7 @@ from playwright.sync_api import sync_playwright
 
 from warmkernel.execution.output_log import OutputLog, Spill
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.journal import Journal
+from warmkernel.session.journal import Journal
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 CHROMIUM = "/usr/bin/chromium"

@@ -49,11 +49,11 @@ from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
 import warmkernel
-from warmkernel.discovery import RUNTIME_DIR_ENV, Descriptor, live_descriptors, stop_daemon
-from warmkernel.journal import STATE_DIR_ENV
+from warmkernel.daemon.discovery import RUNTIME_DIR_ENV, Descriptor, live_descriptors, stop_daemon
 
 # The raw kernel gets the same environment and flags as warmkernel's own kernels.
 from warmkernel.kernel.launch import _KERNEL_FLAGS, kernel_environment
+from warmkernel.session.journal import STATE_DIR_ENV
 
 MB = 1024 * 1024
 WARM_UP = 20

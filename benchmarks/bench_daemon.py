@@ -67,7 +67,7 @@ from bench_transport import Host, launched, open_host
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client, StdioServerParameters
 
-from warmkernel.relay import PUMP
+from warmkernel.daemon.relay import PUMP
 
 ROUND_TRIP_EXTRA_S = 0.001
 LIVE_START_S = 0.3

@@ -31,9 +31,9 @@ from bench_core import START_TIMEOUT_S, call, progress, raw_kernel, run_cell, ti
 from jupyter_client.manager import AsyncKernelManager
 from mcp import Client
 
-from warmkernel.config import Settings
-from warmkernel.mcp_server import build_server
-from warmkernel.named_kernels import Kernels
+from warmkernel.faces.mcp_server import build_server
+from warmkernel.session.kernels import Kernels
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 WARM_UP = 1

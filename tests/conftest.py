@@ -18,9 +18,9 @@ import psutil
 import pytest
 from hypothesis import settings
 
-from warmkernel.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
-from warmkernel.journal import STATE_DIR_ENV
+from warmkernel.daemon.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
 from warmkernel.kernel.cgroup import own_directory
+from warmkernel.session.journal import STATE_DIR_ENV
 
 # Tests never assert wall-clock times (the machines are shared): no Hypothesis deadline either.
 settings.register_profile("warmkernel", deadline=None)

@@ -32,7 +32,7 @@ import anyio.abc
 import httpx2
 import trustme
 
-from warmkernel.jupyter_host import owned_jupyter_server, stop_server
+from warmkernel.daemon.jupyter_host import owned_jupyter_server, stop_server
 
 ENTERPRISE_GATEWAY = "jupyter-enterprise-gateway==3.3.0"
 _EG_PACKAGES = (ENTERPRISE_GATEWAY, "ipykernel>=6.29,<7")

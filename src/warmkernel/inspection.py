@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 
 from warmkernel.kernel.inside import INSPECTION_MODULE
-from warmkernel.kernel.inside.inspection import Summarizer
+from warmkernel.kernel.inside.summaries import Summarizer
 
 __all__ = ["Summarizer", "summarizer"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import daemon_env, private_root, stop_daemons
-from warmkernel.discovery import RUNTIME_DIR_ENV
+from warmkernel.daemon.discovery import RUNTIME_DIR_ENV
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pytest
 from tests.cli.conftest import Cli
 from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
 from warmkernel.cli.tool_verbs import MAX_CELL_BYTES
-from warmkernel.discovery import RUNTIME_DIR_ENV, runtime_dir
+from warmkernel.daemon.discovery import RUNTIME_DIR_ENV, runtime_dir
 
 
 def one_line(stderr: str, code: str) -> None:

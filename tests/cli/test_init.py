@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from tests.cli.conftest import Cli
-from warmkernel.scaffold import ServerCommand, server_command
+from warmkernel.cli.scaffold import ServerCommand, server_command
 
 MODULE = [sys.executable, "-m", "warmkernel", "mcp"]
 """The tests run `python -m warmkernel`: the command a host gets is that one."""

@@ -9,8 +9,8 @@ import httpx2
 import psutil
 import pytest
 
+from warmkernel.daemon.jupyter_host import owned_jupyter_server
 from warmkernel.errors import WarmkernelError
-from warmkernel.jupyter_host import owned_jupyter_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

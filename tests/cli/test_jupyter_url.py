@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.conftest import Cli
 from tests.jupyter_servers import enterprise_gateway
-from warmkernel.jupyter_host import owned_jupyter_server
+from warmkernel.daemon.jupyter_host import owned_jupyter_server
 
 pytestmark = pytest.mark.timeout(300)  # Enterprise Gateway's venv is built on a machine's first run
 

@@ -14,7 +14,7 @@ import pytest
 from tests.cli.conftest import Cli
 from tests.cli.test_nb import write_notebook
 from warmkernel.cli.parser import build_parser
-from warmkernel.tool_specs import TOOLS
+from warmkernel.tools.catalog import TOOLS
 
 ONE_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 TOOL_VERBS = [verb.words for tool in TOOLS for verb in tool.verbs]
@@ -31,11 +31,11 @@ LOCAL_VERBS = [
 ]
 SERVER_MODULES = (
     "warmkernel.process",
-    "warmkernel.mcp_server",
-    "warmkernel.session",
+    "warmkernel.faces.mcp_server",
+    "warmkernel.session.session",
     "warmkernel.kernel",
-    "warmkernel.http_transport",
-    "warmkernel.jupyter_host",
+    "warmkernel.faces.http_server",
+    "warmkernel.daemon.jupyter_host",
     "IPython",
     "jupyter_client",
     "uvicorn",

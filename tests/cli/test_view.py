@@ -85,7 +85,7 @@ def page(browser: Any, daemon_cli: Cli) -> Iterator[Any]:
 
 def _sample_paths() -> list[tuple[str, str]]:
     """Every route of the page, as (method, path) with sample values in its parameters."""
-    from warmkernel.console import routes
+    from warmkernel.faces.console import routes
 
     samples = {"{kernel}": "main", "{n:int}": "1", "{ordinal:int}": "1", "{name}": "console.js"}
     queries = {"/search": "?query=routes", "/lines": "?start=0&stop=5"}

@@ -20,11 +20,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import daemon_env, private_root, stop_daemons
-from warmkernel.config import Settings
-from warmkernel.http_transport import Endpoint, bind, new_token, serve_http
-from warmkernel.journal import Journal
-from warmkernel.mcp_server import build_server
-from warmkernel.named_kernels import Kernels
+from warmkernel.faces.http_server import Endpoint, bind, new_token, serve_http
+from warmkernel.faces.mcp_server import build_server
+from warmkernel.session.journal import Journal
+from warmkernel.session.kernels import Kernels
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 FreshClient = Callable[..., AbstractAsyncContextManager[Client]]

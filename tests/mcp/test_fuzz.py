@@ -24,7 +24,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from tests.mcp.calls import run, text_of
 from tests.mcp.conftest import memory_server
-from warmkernel.tool_params import (
+from warmkernel.tools.catalog import TOOLS
+from warmkernel.tools.kinds import (
     Cell,
     Cells,
     Choice,
@@ -39,7 +40,6 @@ from warmkernel.tool_params import (
     Tool,
     VariablePath,
 )
-from warmkernel.tool_specs import TOOLS
 
 pytestmark = pytest.mark.timeout(600)
 

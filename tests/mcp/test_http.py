@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from warmkernel.http_transport import Endpoint
+from warmkernel.faces.http_server import Endpoint
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -14,7 +14,7 @@ import warmkernel
 from tests.mcp.calls import body, call, run
 from tests.mcp.conftest import memory_server
 from tests.mcp.test_rich_output import ONE_PIXEL
-from warmkernel.journal import Journal
+from warmkernel.session.journal import Journal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -129,9 +129,9 @@ from pathlib import Path
 
 import anyio
 
-from warmkernel.config import Settings
-from warmkernel.journal import Journal
-from warmkernel.named_kernels import Kernels
+from warmkernel.settings.model import Settings
+from warmkernel.session.journal import Journal
+from warmkernel.session.kernels import Kernels
 from warmkernel.workspace import Workspace
 
 

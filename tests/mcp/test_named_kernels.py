@@ -14,7 +14,7 @@ from mcp import Client
 
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
-from warmkernel.tool_specs import KNOWN_KERNEL, TOOLS
+from warmkernel.tools.catalog import KNOWN_KERNEL, TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -37,10 +37,10 @@ from tests.jupyter_servers import (
 )
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
-from warmkernel.config import Settings
+from warmkernel.daemon.jupyter_host import owned_jupyter_server
 from warmkernel.errors import WarmkernelError
-from warmkernel.jupyter_host import owned_jupyter_server
-from warmkernel.named_kernels import Kernels
+from warmkernel.session.kernels import Kernels
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 # Enterprise Gateway's own environment is built from PyPI on a machine's first run.

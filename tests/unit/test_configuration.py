@@ -12,8 +12,8 @@ import pytest
 from warmkernel.cli.configured import CONFIGURABLE_VERBS, PER_RUN_FLAGS, configure, declared_settings
 from warmkernel.cli.options import add_server_options
 from warmkernel.cli.parser import build_parser
-from warmkernel.configuration import Setting
 from warmkernel.errors import WarmkernelError
+from warmkernel.settings.layers import Setting
 
 SETTINGS = declared_settings(build_parser())
 

@@ -28,9 +28,9 @@ from warmkernel.notebook.export_files import (
     inside_workspace,
     write_document,
 )
-from warmkernel.present import documents
-from warmkernel.present.export import export_reply, insert_reply
-from warmkernel.tool_specs import TOOLS_BY_NAME
+from warmkernel.replies import documents
+from warmkernel.replies.export import export_reply, insert_reply
+from warmkernel.tools.catalog import TOOLS_BY_NAME
 from warmkernel.types import StreamName
 
 PNG = base64.b64decode(

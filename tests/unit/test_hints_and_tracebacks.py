@@ -8,9 +8,9 @@ import pytest
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.output_log import OutputLog
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.present.hints import call, command, spoken_to
-from warmkernel.present.reply import counted
-from warmkernel.present.tracebacks import condense
+from warmkernel.replies.hints import call, command, spoken_to
+from warmkernel.replies.reply import counted
+from warmkernel.replies.tracebacks import condense
 from warmkernel.types import ExecutionNumber, Generation
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from warmkernel import relay
+from warmkernel.daemon import relay
 from warmkernel.kernel import inside
 
 FILES = sorted(Path(inside.__file__).parent.glob("*.py"))
@@ -41,8 +41,8 @@ def test_every_program_is_here() -> None:
     assert {path.stem for path in FILES} == {
         "__init__",
         "common",
-        "inspection",
-        "notebook",
+        "summaries",
+        "cell_facts",
         "parent_watch",
         "stamps",
     }

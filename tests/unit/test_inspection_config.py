@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.tool_params import check_path
+from warmkernel.tools.kinds import check_path
 
 
 @pytest.mark.parametrize("name", ["df", "df.columns", "_x", "model.config.depth", "ünïcode", "a1.b2"])

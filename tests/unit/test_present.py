@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from warmkernel.config import Settings
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.kernel.helper import VariableListing
+from warmkernel.kernel.inspector import VariableListing
 from warmkernel.notebook.binding import NotebookView
 from warmkernel.notebook.document import Notebook, NotebookCell
 from warmkernel.notebook.staleness import KernelFacts, evaluate
-from warmkernel.present.execution import execution_reply
-from warmkernel.present.hints import call, default_wait
-from warmkernel.present.notebook import notebook_status_reply
-from warmkernel.present.reply import Reply
-from warmkernel.present.variables import variables_reply
+from warmkernel.replies.cell_states import notebook_status_reply
+from warmkernel.replies.hints import call, default_wait
+from warmkernel.replies.reply import Reply
+from warmkernel.replies.runs import execution_reply
+from warmkernel.replies.variables import variables_reply
+from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 SETTINGS = Settings()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.present.console import LINE_MAX_CHARS, WINDOW_MAX_LINES, execution_page, output_window
+from warmkernel.replies.page import LINE_MAX_CHARS, WINDOW_MAX_LINES, execution_page, output_window
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 PIXEL = base64.b64encode(

@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.jupyter_api import kernel_environment, server_says, split_assignment
 from warmkernel.notebook.binding import kernel_stamps_expression, read_kernel_stamps, stamp_files
 from warmkernel.notebook.staleness import FileStamp
+from warmkernel.settings.model import Settings
 
 
 def test_the_environment_carries_the_user_our_kernel_variables_and_the_given_ones() -> None:

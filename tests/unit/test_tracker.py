@@ -34,7 +34,7 @@ from warmkernel.kernel.channel import (
     parse_iopub,
     parse_reply,
 )
-from warmkernel.tracker import ExecutionTracker
+from warmkernel.session.running import ExecutionTracker
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 pytestmark = pytest.mark.anyio

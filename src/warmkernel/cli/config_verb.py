@@ -10,8 +10,8 @@ from typing import Any
 
 from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK
-from warmkernel.config import Settings
-from warmkernel.configuration import Configuration, Setting, Source, project_files, user_config_file
+from warmkernel.settings.layers import Configuration, Setting, Source, project_files, user_config_file
+from warmkernel.settings.model import Settings
 
 
 def config(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from warmkernel.configuration import Found, Setting, Source, load
+from warmkernel.settings.layers import Found, Setting, Source, load
 from warmkernel.workspace import Workspace, resolve_workspace
 
 CONFIGURABLE_VERBS = ("mcp", "serve", "start")

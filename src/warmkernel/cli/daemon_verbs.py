@@ -17,10 +17,10 @@ from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_ERROR, EXIT_OK, exit_status
 from warmkernel.cli.options import chosen_daemon, state_dir_of, workspace_daemon
 from warmkernel.cli.tool_verbs import run_tool_verb
-from warmkernel.client import ToolOutcome, open_daemon, open_socket
-from warmkernel.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
+from warmkernel.daemon.client import ToolOutcome, open_daemon, open_socket
+from warmkernel.daemon.discovery import Descriptor, find_daemon, live_descriptors, stop_daemon
 from warmkernel.errors import WarmkernelError
-from warmkernel.tool_specs import TOOLS_BY_NAME
+from warmkernel.tools.catalog import TOOLS_BY_NAME
 
 
 def sessions(args: argparse.Namespace) -> int:
@@ -100,7 +100,7 @@ def start(args: argparse.Namespace) -> int:
 
 def _serve_flags(args: argparse.Namespace) -> list[str]:
     """What tells a new daemon to own a Jupyter Server (`start --serve`); refused when that cannot be."""
-    from warmkernel.jupyter_host import check_available
+    from warmkernel.daemon.jupyter_host import check_available
 
     check_available()
     if getattr(args, "jupyter_url", None) is not None:
@@ -172,7 +172,7 @@ def _stop_kernel(args: argparse.Namespace) -> int:
 def forget(args: argparse.Namespace) -> int:
     """Delete this workspace's journal (or that of the workspace --daemon serves) with its
     records and their output; refused while its daemon runs, unless --stop stops it first."""
-    from warmkernel import journal  # here: other verbs load no journal code
+    from warmkernel.session import journal  # here: other verbs load no journal code
 
     if args.daemon is not None:
         descriptor: Descriptor | None = chosen_daemon(args, start=False)
@@ -246,7 +246,7 @@ def _open_browser(url: str) -> bool:
 
 def init(args: argparse.Namespace) -> int:
     """Set the project up; exit 1 when a file was skipped (left untouched: it cannot be read)."""
-    from warmkernel.scaffold import init_project, server_command  # only `init` writes project files
+    from warmkernel.cli.scaffold import init_project, server_command  # only `init` writes project files
 
     changes, snippets = init_project(Path.cwd(), server_command(sys.argv[0]))
     if args.json:

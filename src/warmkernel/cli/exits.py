@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warmkernel.client import ToolOutcome
+from warmkernel.daemon.client import ToolOutcome
 from warmkernel.errors import CALLER_MISTAKES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_RUNNING, EXIT_STOPPED = 0, 1, 2, 3, 4

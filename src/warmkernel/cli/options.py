@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.cli.configured import workspace_of
-from warmkernel.config import REPLY_SETTINGS, Settings
-from warmkernel.discovery import Descriptor, ensure_daemon, find_daemon
+from warmkernel.daemon.discovery import Descriptor, ensure_daemon, find_daemon
 from warmkernel.errors import WarmkernelError
+from warmkernel.settings.model import REPLY_SETTINGS, Settings
 from warmkernel.sizes import format_size, parse_size
 
 
@@ -540,7 +540,7 @@ def chosen_daemon(args: argparse.Namespace, *, start: bool = True) -> Descriptor
 
 def _no_daemon(workspace: Path, state_dir: Path | None) -> str:
     """Why a verb that only looks has nothing to show, and what would show something."""
-    from warmkernel.journal import journaled_executions  # here: only this refusal reads the journal
+    from warmkernel.session.journal import journaled_executions  # here: only this refusal reads the journal
 
     kept = journaled_executions(workspace, state_dir)
     if not kept:

@@ -16,8 +16,8 @@ from warmkernel.cli.configured import subparsers
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
 from warmkernel.cli.options import add_server_options, shown_default
 from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_WAITS, offered
-from warmkernel.tool_params import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
-from warmkernel.tool_specs import TOOLS
+from warmkernel.tools.catalog import TOOLS
+from warmkernel.tools.kinds import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
 from warmkernel.types import MAX_PORT
 from warmkernel.workspace import CONFIG_ENV
 

@@ -25,18 +25,18 @@ from warmkernel.cli.options import (
     state_dir_of,
     workspace_daemon,
 )
-from warmkernel.client import open_socket
-from warmkernel.config import Settings
-from warmkernel.discovery import daemon_title
+from warmkernel.daemon.client import open_socket
+from warmkernel.daemon.discovery import daemon_title
 from warmkernel.errors import WarmkernelError
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 
 def mcp(args: argparse.Namespace) -> int:
     """Relay stdio to the workspace's daemon (started if need be); `--ephemeral`: own a kernel."""
     if args.ephemeral:
-        from warmkernel.mcp_server import serve_stdio
-        from warmkernel.named_kernels import Kernels
+        from warmkernel.faces.mcp_server import serve_stdio
+        from warmkernel.session.kernels import Kernels
 
         async def own_kernel(settings: Settings, workspace: Workspace) -> None:
             async with Kernels.open(settings, workspace) as kernels:
@@ -46,7 +46,7 @@ def mcp(args: argparse.Namespace) -> int:
         workspace = workspace_of(args)
         _run_until_signalled(own_kernel, _settings(args), workspace)
         return EXIT_OK
-    from warmkernel.relay import refuse_host, relay
+    from warmkernel.daemon.relay import refuse_host, relay
 
     try:
         descriptor, _ = workspace_daemon(args)
@@ -58,7 +58,7 @@ def mcp(args: argparse.Namespace) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     """Open the daemon's public endpoint and keep it open until a signal (or the daemon's end)."""
-    from warmkernel.http_transport import check_bind, new_token
+    from warmkernel.faces.http_server import check_bind, new_token
 
     check_bind(args.host, args.port, args.allowed_host)  # before a daemon is started for nothing
     given = args.token or os.environ.get("WARMKERNEL_TOKEN")
@@ -96,7 +96,7 @@ def daemon(args: argparse.Namespace) -> int:
     """The workspace's daemon, in the foreground (`discovery.start_daemon` runs it detached)."""
     from setproctitle import setproctitle
 
-    from warmkernel.daemon import DaemonOptions, run_daemon
+    from warmkernel.daemon.daemon import DaemonOptions, run_daemon
 
     _configure_logging(args.log_level)
     workspace = workspace_of(args)

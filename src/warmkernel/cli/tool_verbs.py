@@ -20,13 +20,13 @@ from typing import Any
 
 from warmkernel.cli.exits import exit_status
 from warmkernel.cli.options import chosen_daemon
-from warmkernel.client import ToolOutcome, open_daemon
-from warmkernel.discovery import Descriptor, runtime_dir
+from warmkernel.daemon.client import ToolOutcome, open_daemon
+from warmkernel.daemon.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.patch_literal import transform_patch_literals
-from warmkernel.tool_params import Param, Tool, Verb
-from warmkernel.tool_specs import NOTEBOOK
+from warmkernel.tools.catalog import NOTEBOOK
+from warmkernel.tools.kinds import Param, Tool, Verb
 
 RUN = "run_python"
 INPUT = "send_python_input"

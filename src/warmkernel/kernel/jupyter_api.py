@@ -26,8 +26,8 @@ import httpx2
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidProxy, InvalidStatus, ProxyError
 
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
+from warmkernel.settings.model import Settings
 
 TOKEN_VARIABLE = "WARMKERNEL_JUPYTER_TOKEN"
 REQUEST_TIMEOUT_S = 30.0

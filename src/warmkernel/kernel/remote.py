@@ -34,7 +34,6 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.base import Kernel, KernelPlace
 from warmkernel.kernel.channel import KernelChannel, Outgoing, Route
@@ -45,6 +44,7 @@ from warmkernel.kernel.jupyter_api import (
     kernel_environment,
     local_user,
 )
+from warmkernel.settings.model import Settings
 from warmkernel.types import Generation
 
 log = logging.getLogger(__name__)

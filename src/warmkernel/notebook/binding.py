@@ -3,7 +3,7 @@
 Owns which `.ipynb` the session serves, the last run of each of its code cells in the
 current kernel (`CellRun`), the names' versions as last fetched from the kernel, the manual
 file watches, and the I/O at the rim of the pure staleness model: what to ask the kernel-side
-notebook helper and when (`kernel/notebook_helper.py` words the questions and reads the
+notebook helper and when (`kernel/cell_tracking.py` words the questions and reads the
 answers), the file stamps, and the write-back of a cell's outputs. `Session` runs the cells
 and calls these; `staleness.evaluate` decides.
 
@@ -31,7 +31,7 @@ import anyio
 
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.kernel import notebook_helper
+from warmkernel.kernel import cell_tracking
 from warmkernel.kernel.channel import Inbox
 from warmkernel.notebook.analysis import analyze, unconditional_binds
 from warmkernel.notebook.cell_outputs import Output, OutputCollector
@@ -219,7 +219,7 @@ class NotebookBinding:
         names = analysis.reads | analysis.optional_reads | analysis.defines | analysis.mutates
         reads = analysis.reads | analysis.optional_reads
         load = self._helper_generation != self.generation
-        return notebook_helper.begin_request(load, number, names, reads, unconditional_binds(cell.source))
+        return cell_tracking.begin_request(load, number, names, reads, unconditional_binds(cell.source))
 
     def start_run(
         self, cell: NotebookCell, record: ExecutionRecord, answer: str, inbox: Inbox
@@ -227,7 +227,7 @@ class NotebookBinding:
         """The kernel tracks `cell` as `record` now (`answer` holds the versions of what it reads);
         the inbox to send its events to, which collects its outputs for the file."""
         self._helper_generation = self.generation
-        read_versions = notebook_helper.read_begin(answer)
+        read_versions = cell_tracking.read_begin(answer)
         outputs = OutputCollector(inbox, record.number, self._update_display)
         self._started[record.number] = _Started(
             cell.id, source_hash(cell.source), read_versions, outputs, RAISES_TAG in cell.tags
@@ -280,11 +280,11 @@ class NotebookBinding:
         if self._helper_generation != self.generation:
             return None
         numbers = sorted(self._unfetched)
-        return notebook_helper.facts_expression(numbers), numbers
+        return cell_tracking.facts_expression(numbers), numbers
 
     def absorb(self, answer: str, numbers: Sequence[ExecutionNumber]) -> None:
         """Take the kernel's versions and what the runs asked about did."""
-        facts = notebook_helper.read_facts(answer)
+        facts = cell_tracking.read_facts(answer)
         self.versions = facts.versions
         own = str(self.path)  # rewritten by every write-back: no cell depends on it
         cell_of = {run.execution: cell_id for cell_id, run in self.runs.items()}
@@ -370,14 +370,14 @@ def stamp_files(paths: Iterable[str], known: Mapping[str, FileStamp]) -> dict[st
 def kernel_stamps_expression(paths: Iterable[str], known: Mapping[str, FileStamp]) -> str:
     """What to ask a kernel on another machine for the stamps of `paths` (its files, not ours)."""
     given = {path: (stamp.size, stamp.mtime_ns, stamp.sha256) for path, stamp in known.items()}
-    return notebook_helper.stamps_expression(paths, given, HASH_LIMIT_BYTES)
+    return cell_tracking.stamps_expression(paths, given, HASH_LIMIT_BYTES)
 
 
 def read_kernel_stamps(answer: str) -> dict[str, FileStamp | None]:
     """The stamps a kernel took, as `stamp_files` gives them."""
     return {
         path: FileStamp(*stamp) if stamp is not None else None
-        for path, stamp in notebook_helper.read_stamps(answer).items()
+        for path, stamp in cell_tracking.read_stamps(answer).items()
     }
 
 

@@ -5,7 +5,8 @@ interpreter may not have warmkernel installed, so the server reads the file as t
 it. In the kernel each program is its own module in `sys.modules`, outside the user's namespace:
 `common` (the JSON answer format and the one pair of cell hooks) is loaded first, once per
 kernel, and hands what the others need (`common.rebound`, `common.follow`) to their `install`;
-`inspection` at every kernel start, `notebook` when the first notebook cell runs in a kernel.
+`summaries` (variable inspection) at every kernel start, `cell_facts` (notebook mode) when the
+first notebook cell runs in a kernel.
 `parent_watch` runs beside the kernel, as the owned Jupyter Server's main program. `stamps` runs
 once per question in a namespace of its own (`run_once`) and stays nowhere.
 
@@ -19,21 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-Program = Literal["common", "inspection", "notebook", "parent_watch", "stamps"]
-Part = Literal["inspection", "notebook"]
+Program = Literal["common", "summaries", "cell_facts", "parent_watch", "stamps"]
+Part = Literal["summaries", "cell_facts"]
 """A program that answers the server's questions."""
-Resident = Literal["common", "inspection", "notebook"]
+Resident = Literal["common", "summaries", "cell_facts"]
 """A program that lives in a module of the kernel."""
 
 MODULES: dict[Resident, str] = {
     "common": "_warmkernel_common",
     # The inspection program keeps its first name: a warmkernel installed in the kernel, of any
     # version, finds the summarizer registry by it (`warmkernel.inspection`).
-    "inspection": "_warmkernel_helper",
-    "notebook": "_warmkernel_notebook",
+    "summaries": "_warmkernel_helper",
+    "cell_facts": "_warmkernel_notebook",
 }
 """Where each program lives in the kernel's `sys.modules`."""
-INSPECTION_MODULE = MODULES["inspection"]
+INSPECTION_MODULE = MODULES["summaries"]
 _SYS_MODULES = "_warmkernel_modules"
 """`sys.modules`, put among the builtins when the inspection program loads (a fresh namespace):
 the user's own names (`__import__ = None`, a variable `sys`) cannot hide it from later questions."""
@@ -49,7 +50,7 @@ def _path(program: Program) -> Path:
 def run_by_path(program: Program) -> str:
     """`python -c` text that runs the program as `__main__` from its file: short in `ps`, and,
     unlike `python FILE`, it does not put the file's directory first on `sys.path`, where
-    `notebook.py` would shadow the notebook package."""
+    a program's file name could shadow a package the user imports."""
     return f"import runpy; runpy.run_path({str(_path(program))!r}, run_name='__main__')"
 
 
@@ -62,14 +63,14 @@ def text(program: Program) -> str:
 def inspection_install_code(summarizers: Sequence[str], sample_rows: int) -> str:
     """Silent code that loads the inspection program (with `common`) and starts it."""
     return _PUBLISH_MODULES + _install_code(
-        "inspection", f"part.install(shell, common.rebound, {list(summarizers)!r}, {sample_rows!r})"
+        "summaries", f"part.install(shell, common.rebound, {list(summarizers)!r}, {sample_rows!r})"
     )
 
 
 def notebook_install_code() -> str:
     """Silent code that loads the notebook program (with `common`, if not there yet) and starts it."""
     return _install_code(
-        "notebook",
+        "cell_facts",
         "part.install(shell, common.rebound), common.follow(part.cell_started, part.cell_ended)",
     )
 

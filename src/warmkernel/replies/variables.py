@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from warmkernel.kernel.helper import Summary, VariableListing
-from warmkernel.present.hints import call
-from warmkernel.present.reply import Reply, clip, columns, counted, size
+from warmkernel.kernel.inspector import Summary, VariableListing
+from warmkernel.replies.hints import call
+from warmkernel.replies.reply import Reply, clip, columns, counted, size
 
 
 def _extent(facts: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """The server's half of the kernel-side notebook helper: the code that loads it, the questions put
 to it, and its answers, parsed once into typed values.
 
-The helper itself (`kernel/inside/notebook.py`) runs inside the kernel; it is loaded, as text,
+The helper itself (`kernel/inside/cell_facts.py`) runs inside the kernel; it is loaded, as text,
 just before the first notebook cell runs in a kernel, so a session that never binds a notebook
 pays nothing for it. `NotebookBinding` decides what to ask and keeps what it learns.
 """
@@ -53,7 +53,7 @@ def begin_request(
     notebook cell that uses `names`, reads `reads` and always binds `assigns` runs as `number`."""
     code = inside.notebook_install_code() if load else ""
     arguments = f"{number}, {sorted(names)!r}, {sorted(reads)!r}, {sorted(assigns)!r}"
-    return code, inside.question("notebook", f"begin({arguments})")
+    return code, inside.question("cell_facts", f"begin({arguments})")
 
 
 def read_begin(answer: str) -> dict[str, ExecutionNumber]:
@@ -63,7 +63,7 @@ def read_begin(answer: str) -> dict[str, ExecutionNumber]:
 
 def facts_expression(numbers: Sequence[ExecutionNumber]) -> str:
     """The expression that fetches every version and the file reads of the executions `numbers`."""
-    return inside.question("notebook", f"facts({list(numbers)!r})")
+    return inside.question("cell_facts", f"facts({list(numbers)!r})")
 
 
 def read_facts(answer: str) -> NotebookFacts:

@@ -7,12 +7,12 @@ range and the call that reads it.
 
 from __future__ import annotations
 
-from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.present.hints import call
-from warmkernel.present.reads import dropped
-from warmkernel.present.reply import clip
-from warmkernel.present.tracebacks import condense
+from warmkernel.replies.hints import call
+from warmkernel.replies.reads import dropped
+from warmkernel.replies.reply import clip
+from warmkernel.replies.tracebacks import condense
+from warmkernel.settings.model import Settings
 
 Shown = list[tuple[int | None, str]]
 """Lines of an inline reply, each with its 0-based combined line number (None for our notes)."""

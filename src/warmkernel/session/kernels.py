@@ -20,20 +20,20 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.charts import Charts
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.journal import Journal
 from warmkernel.kernel.base import KernelLauncher
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
 from warmkernel.kernel.spares import SpareLauncher
 from warmkernel.notebook.binding import locate, read_cells, shown_path
 from warmkernel.notebook.export_files import inside_workspace
-from warmkernel.present import refusals
-from warmkernel.present.status import KernelSummary, idle_stop_notice
-from warmkernel.session import Session
+from warmkernel.replies import refusals
+from warmkernel.replies.status import KernelSummary, idle_stop_notice
+from warmkernel.session.journal import Journal
+from warmkernel.session.session import Session
+from warmkernel.settings.model import Settings
 from warmkernel.types import MAIN_KERNEL
 from warmkernel.workspace import Workspace
 

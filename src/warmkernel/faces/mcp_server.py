@@ -24,19 +24,17 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from warmkernel import __version__
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.named_kernels import Kernels
-from warmkernel.present.execution import execution_reply, progress_message
-from warmkernel.present.export import export_reply, insert_reply
-from warmkernel.present.hints import Face, call, default_wait, speaking_of, spoken_to
-from warmkernel.present.notebook import notebook_run_reply, notebook_status_reply, notebook_watch_reply
-from warmkernel.present.reads import dropped_reply, images_reply, read_reply, search_reply
-from warmkernel.present.reply import Picture, Reply
-from warmkernel.present.status import (
+from warmkernel.replies.cell_states import notebook_run_reply, notebook_status_reply, notebook_watch_reply
+from warmkernel.replies.export import export_reply, insert_reply
+from warmkernel.replies.hints import Face, call, default_wait, speaking_of, spoken_to
+from warmkernel.replies.reads import dropped_reply, images_reply, read_reply, search_reply
+from warmkernel.replies.reply import Picture, Reply
+from warmkernel.replies.runs import execution_reply, progress_message
+from warmkernel.replies.status import (
     execution_status_reply,
     interrupt_reply,
     joined_reply,
@@ -47,10 +45,12 @@ from warmkernel.present.status import (
     status_reply,
     stop_kernel_reply,
 )
-from warmkernel.present.variables import summary_reply, variables_reply
-from warmkernel.session import Session
-from warmkernel.tool_params import WAIT, Annotations, Tool
-from warmkernel.tool_specs import KNOWN_KERNEL, NOTEBOOK, NOTEBOOK_KERNEL, TOOLS, TOOLS_BY_NAME
+from warmkernel.replies.variables import summary_reply, variables_reply
+from warmkernel.session.kernels import Kernels
+from warmkernel.session.session import Session
+from warmkernel.settings.model import Settings
+from warmkernel.tools.catalog import KNOWN_KERNEL, NOTEBOOK, NOTEBOOK_KERNEL, TOOLS, TOOLS_BY_NAME
+from warmkernel.tools.kinds import WAIT, Annotations, Tool
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@ within the per-reply limits, and what a read says once the output was dropped.""
 
 from __future__ import annotations
 
-from warmkernel.config import Settings
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.search import SearchLine, SearchResult
-from warmkernel.present.hints import call
-from warmkernel.present.reply import Picture, Reply, clip
+from warmkernel.replies.hints import call
+from warmkernel.replies.reply import Picture, Reply, clip
+from warmkernel.settings.model import Settings
 from warmkernel.types import ReadableStream
 
 EMPTY_READ = "No output lines are available."

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from warmkernel.notebook.export_files import ExportedDocument, InsertedCells
-from warmkernel.present.documents import ranges
-from warmkernel.present.hints import call
-from warmkernel.present.reply import Reply
+from warmkernel.replies.documents import ranges
+from warmkernel.replies.hints import call
+from warmkernel.replies.reply import Reply
 
 
 def _count(n: int, noun: str) -> str:

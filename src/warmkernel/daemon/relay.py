@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from warmkernel.client import open_socket
-from warmkernel.discovery import Descriptor
+from warmkernel.daemon.client import open_socket
+from warmkernel.daemon.discovery import Descriptor
 from warmkernel.errors import WarmkernelError
 
 PUMP = Path(__file__).with_name("relay_pump.py")

@@ -29,8 +29,7 @@ import anyio.abc
 import psutil
 
 from warmkernel import __version__
-from warmkernel.config import Settings
-from warmkernel.discovery import (
+from warmkernel.daemon.discovery import (
     SOCKET_DIR_PREFIX,
     Descriptor,
     new_daemon_id,
@@ -39,15 +38,16 @@ from warmkernel.discovery import (
 )
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.environment import prepare_environment
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 if TYPE_CHECKING:
-    from warmkernel.console import Console
-    from warmkernel.http_transport import Endpoint
-    from warmkernel.journal import Journal
-    from warmkernel.jupyter_host import JupyterHost
-    from warmkernel.named_kernels import Kernels
-    from warmkernel.socket_face import Hello, SocketFace
+    from warmkernel.daemon.jupyter_host import JupyterHost
+    from warmkernel.daemon.local_socket import Hello, SocketFace
+    from warmkernel.faces.console import Console
+    from warmkernel.faces.http_server import Endpoint
+    from warmkernel.session.journal import Journal
+    from warmkernel.session.kernels import Kernels
 
 SOCKET_NAME = "mcp.sock"
 
@@ -78,8 +78,8 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     # long as the daemon. Collecting while they are made frees nothing and costs about a tenth of
     # the start; once the daemon serves, they are frozen out of every later collection (`_serve`).
     gc.disable()
-    from warmkernel.journal import Journal
     from warmkernel.kernel import leftovers
+    from warmkernel.session.journal import Journal
 
     notebook = _jupyter_notebook(workspace, options.jupyter_notebook)
     await anyio.to_thread.run_sync(leftovers.sweep)
@@ -102,14 +102,16 @@ async def _serve(
     journal: Journal,
 ) -> None:
     """The daemon proper, once it holds the workspace's journal."""
-    from warmkernel.named_kernels import Kernels
+    from warmkernel.session.kernels import Kernels
 
     async with (
         _ide_server(options, workspace, settings) as jupyter,
         Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal) as kernels,
     ):
         # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
-        socket_face = await anyio.to_thread.run_sync(importlib.import_module, "warmkernel.socket_face")
+        socket_face = await anyio.to_thread.run_sync(
+            importlib.import_module, "warmkernel.daemon.local_socket"
+        )
         gc.freeze()
         gc.enable()
         listener = await anyio.create_unix_listener(socket_dir / SOCKET_NAME)
@@ -221,7 +223,7 @@ class _Daemon:
         self, hello: Hello, answer: Callable[[Mapping[str, Any]], Awaitable[None]], closed: Awaitable[None]
     ) -> None:
         """`warmkernel serve`: the tools on a public Streamable HTTP endpoint until its connection closes."""
-        from warmkernel.http_transport import bind, serve_http  # uvicorn: only for `serve`
+        from warmkernel.faces.http_server import bind, serve_http  # uvicorn: only for `serve`
 
         try:
             endpoint = _public_endpoint(hello.serve)
@@ -240,8 +242,8 @@ class _Daemon:
     async def view(self, hello: Hello) -> Mapping[str, Any]:
         """`warmkernel view`: the console page's URL with a new one-time token; the page is served
         from the first request on, on the endpoint it names, until the daemon ends."""
-        from warmkernel.console import open_console, serve_console  # uvicorn: only once asked for
-        from warmkernel.http_transport import bind
+        from warmkernel.faces.console import open_console, serve_console  # uvicorn: only once asked for
+        from warmkernel.faces.http_server import bind
 
         assert self.tg is not None, "the daemon serves before any hello arrives"
         try:
@@ -260,7 +262,7 @@ class _Daemon:
 
 def _view_endpoint(spec: Mapping[str, Any]) -> Endpoint:
     """Where a `view` hello asks the console to listen; refused beyond loopback without allowed Host names."""
-    from warmkernel.http_transport import Endpoint, check_bind
+    from warmkernel.faces.http_server import Endpoint, check_bind
 
     try:
         allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
@@ -287,7 +289,7 @@ def _check_same_console(running: Endpoint, asked: Endpoint) -> None:
 
 def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
     """The endpoint a `serve` hello names; refused beyond loopback without allowed Host names."""
-    from warmkernel.http_transport import Endpoint, check_bind
+    from warmkernel.faces.http_server import Endpoint, check_bind
 
     try:
         allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
@@ -308,7 +310,7 @@ async def _ide_server(
     if not options.jupyter:
         yield None
         return
-    from warmkernel.jupyter_host import Kernelspec, owned_jupyter_server
+    from warmkernel.daemon.jupyter_host import Kernelspec, owned_jupyter_server
 
     environment = await anyio.to_thread.run_sync(
         lambda: prepare_environment(settings.python, workspace.path, add_ipykernel=settings.add_ipykernel)

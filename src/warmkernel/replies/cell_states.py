@@ -7,13 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from warmkernel.config import Settings
 from warmkernel.execution.record import WaitEnd
 from warmkernel.notebook.binding import NotebookRun, NotebookView
 from warmkernel.notebook.staleness import RAISES_TAG, CellStatus
-from warmkernel.present.execution import execution_reply
-from warmkernel.present.hints import call
-from warmkernel.present.reply import Picture, Reply, clip, columns
+from warmkernel.replies.hints import call
+from warmkernel.replies.reply import Picture, Reply, clip, columns
+from warmkernel.replies.runs import execution_reply
+from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionState
 
 _SAVE_SKIPPED = {

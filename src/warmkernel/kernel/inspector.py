@@ -1,7 +1,7 @@
 """The server's half of the kernel-side inspection helper: the code that installs it, the
 questions put to it, and its answers, parsed once into typed values.
 
-The helper itself (`kernel/inside/inspection.py`) runs inside the kernel; `kernel.inside` loads
+The helper itself (`kernel/inside/summaries.py`) runs inside the kernel; `kernel.inside` loads
 it silently at every kernel start, as text, so it works in an interpreter that does not have
 warmkernel installed. Questions are user expressions of a silent execute request: they leave
 `In`, `Out`, `_`, the history and the execution count untouched.
@@ -16,8 +16,8 @@ from typing import Any, TypedDict
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel import inside
 from warmkernel.kernel.channel import ExpressionValue
-from warmkernel.present.hints import call
-from warmkernel.tool_params import check_path
+from warmkernel.replies.hints import call
+from warmkernel.tools.kinds import check_path
 
 
 class VariableRow(TypedDict):
@@ -56,11 +56,11 @@ def install_code(summarizers: Sequence[str], sample_rows: int) -> str:
 
 
 def list_expression(include_imports: bool, budget_s: float) -> str:
-    return inside.question("inspection", f"list_variables({include_imports!r}, {budget_s!r})")
+    return inside.question("summaries", f"list_variables({include_imports!r}, {budget_s!r})")
 
 
 def inspect_expression(path: str, budget_s: float) -> str:
-    return inside.question("inspection", f"inspect_variable({check_path(path)!r}, {budget_s!r})")
+    return inside.question("summaries", f"inspect_variable({check_path(path)!r}, {budget_s!r})")
 
 
 def read_listing(value: ExpressionValue) -> VariableListing:
@@ -85,7 +85,7 @@ def read_summary(value: ExpressionValue) -> Summary:
 
 def _answer(value: ExpressionValue) -> dict[str, Any]:
     if value.status != "ok":
-        if inside.is_not_loaded(value.ename, value.evalue, "inspection"):
+        if inside.is_not_loaded(value.ename, value.evalue, "summaries"):
             raise WarmkernelError(
                 "inspection_failed",
                 "the kernel-side helper is not loaded in this kernel (it failed at kernel start; "

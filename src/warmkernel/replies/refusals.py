@@ -6,7 +6,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.selection import Selection, selection_text
 from warmkernel.notebook.binding import NotebookRun
-from warmkernel.present.hints import call
+from warmkernel.replies.hints import call
 from warmkernel.types import ExecutionState
 
 

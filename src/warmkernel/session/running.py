@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 
-from warmkernel.config import Settings
 from warmkernel.execution.charts import Charts, Found, find_chart, unavailable
 from warmkernel.execution.mime import Chart
 from warmkernel.execution.progress import line_progress, widget_progress
@@ -37,7 +36,8 @@ from warmkernel.kernel.channel import (
     Stream,
     WidgetChanged,
 )
-from warmkernel.present.execution import output_cap_marker, output_cap_reason
+from warmkernel.replies.runs import output_cap_marker, output_cap_reason
+from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionState, MsgId
 
 REPLY_AFTER_IDLE_S = 2.0

@@ -9,15 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from warmkernel.config import Settings
 from warmkernel.execution.charts import renderers
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
-from warmkernel.kernel.helper import VariableListing
-from warmkernel.present.execution import record_facts
-from warmkernel.present.hints import call
-from warmkernel.present.reads import dropped, images_not_kept
-from warmkernel.present.reply import Reply, clip, duration
+from warmkernel.kernel.inspector import VariableListing
+from warmkernel.replies.hints import call
+from warmkernel.replies.reads import dropped, images_not_kept
+from warmkernel.replies.reply import Reply, clip, duration
+from warmkernel.replies.runs import record_facts
+from warmkernel.settings.model import Settings
 from warmkernel.types import MAIN_KERNEL
 from warmkernel.workspace import Workspace
 

@@ -17,7 +17,7 @@ from itertools import count
 from typing import Any
 
 from warmkernel import __version__
-from warmkernel.discovery import Descriptor
+from warmkernel.daemon.discovery import Descriptor
 from warmkernel.errors import WarmkernelError
 
 _PROTOCOL_VERSION = "2025-11-25"

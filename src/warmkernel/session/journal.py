@@ -45,7 +45,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.output_log import LogManifest, OutputLog
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.output_budget import spill_prefix
+from warmkernel.session.output_budget import spill_prefix
 from warmkernel.types import MAIN_KERNEL, ExecutionNumber, ExecutionState, Generation
 
 log = logging.getLogger(__name__)

@@ -37,10 +37,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.shared.message import SessionMessage
 
 from warmkernel import __version__
-from warmkernel.config import REPLY_SETTINGS
 from warmkernel.errors import WarmkernelError
-from warmkernel.mcp_server import build_server
-from warmkernel.named_kernels import Kernels
+from warmkernel.faces.mcp_server import build_server
+from warmkernel.session.kernels import Kernels
+from warmkernel.settings.model import REPLY_SETTINGS
 
 log = logging.getLogger(__name__)
 

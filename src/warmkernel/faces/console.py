@@ -40,14 +40,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
-from warmkernel.http_transport import Endpoint, security_settings, serve_asgi
-from warmkernel.present.console import execution_detail, execution_page, image, kernel_facts, output_window
-from warmkernel.present.notebook import notebook_status_reply
-from warmkernel.present.reads import dropped_reply, search_reply
-from warmkernel.present.status import interrupt_reply
-from warmkernel.present.variables import variables_reply
-from warmkernel.session import Session
-from warmkernel.tool_specs import TOOLS_BY_NAME
+from warmkernel.faces.http_server import Endpoint, security_settings, serve_asgi
+from warmkernel.replies.cell_states import notebook_status_reply
+from warmkernel.replies.page import execution_detail, execution_page, image, kernel_facts, output_window
+from warmkernel.replies.reads import dropped_reply, search_reply
+from warmkernel.replies.status import interrupt_reply
+from warmkernel.replies.variables import variables_reply
+from warmkernel.session.session import Session
+from warmkernel.tools.catalog import TOOLS_BY_NAME
 
 KernelsByName = Callable[[], Mapping[str, Session]]
 """The daemon's kernels by name, as they are now (the page lists what this returns)."""

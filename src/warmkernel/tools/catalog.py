@@ -1,6 +1,6 @@
 """Every tool's one declaration: name, description, annotations, parameters and CLI verbs.
 
-The MCP face (`mcp_server.py`) adds a handler to each; the CLI builds its verbs from them.
+The MCP face (`faces/mcp_server.py`) adds a handler to each; the CLI builds its verbs from them.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from warmkernel.tool_params import (
+from warmkernel.tools.kinds import (
     WAIT,
     Annotations,
     Cell,

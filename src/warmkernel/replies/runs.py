@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from warmkernel.config import Settings
 from warmkernel.execution.images import StoredImage
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
-from warmkernel.present.hints import call, kernel_tag
-from warmkernel.present.inline import Shown, inline
-from warmkernel.present.reply import Picture, Reply, clip, counted, duration
+from warmkernel.replies.hints import call, kernel_tag
+from warmkernel.replies.inline import Shown, inline
+from warmkernel.replies.reply import Picture, Reply, clip, counted, duration
+from warmkernel.settings.model import Settings
 from warmkernel.sizes import format_size
 from warmkernel.types import ExecutionState
 

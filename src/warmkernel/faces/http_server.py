@@ -21,8 +21,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.mcp_server import build_server
-from warmkernel.named_kernels import Kernels
+from warmkernel.faces.mcp_server import build_server
+from warmkernel.session.kernels import Kernels
 from warmkernel.types import MAX_PORT
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

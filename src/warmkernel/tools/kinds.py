@@ -3,7 +3,7 @@
 From a `Param` come its MCP input schema (`Param.json_schema`), its argument check
 (`Param.check`) and its command-line spelling (`Spelling`, read by the CLI); from a `Tool` come
 the tool's input schema, the check of a whole call (`Tool.parse`) and its verbs (`Verb`).
-The declarations themselves are in `tool_specs.py`. Pure data and checks: the CLI imports this
+The declarations themselves are in `tools/catalog.py`. Pure data and checks: the CLI imports this
 module, so it loads nothing of the server (no MCP SDK, session or kernel).
 """
 

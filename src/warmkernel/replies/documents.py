@@ -16,7 +16,7 @@ from typing import Any
 
 from warmkernel.execution.transcript import Output, Transcript
 from warmkernel.notebook.staleness import RAISES_TAG
-from warmkernel.present.reply import duration
+from warmkernel.replies.reply import duration
 from warmkernel.types import ExportFormat
 
 NBFORMAT_MINOR = 5

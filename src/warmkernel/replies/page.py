@@ -13,9 +13,9 @@ from typing import Any
 
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.kernel.base import KernelInfo
-from warmkernel.present.reads import dropped, images_not_kept
-from warmkernel.present.reply import clip
-from warmkernel.present.status import execution_status_reply
+from warmkernel.replies.reads import dropped, images_not_kept
+from warmkernel.replies.reply import clip
+from warmkernel.replies.status import execution_status_reply
 
 WINDOW_MAX_LINES = 2000
 """Most lines one window read returns: a few screens."""

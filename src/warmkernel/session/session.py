@@ -25,7 +25,6 @@ from typing import Literal
 import anyio
 import anyio.abc
 
-from warmkernel.config import Settings
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.charts import Charts
 from warmkernel.execution.directive import kernel_source, parse_directives
@@ -37,11 +36,10 @@ from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
 from warmkernel.execution.transcript import Transcript, transcript
-from warmkernel.journal import ALIVE_EVERY_S, WRITE_THROUGH_AFTER_S, Journal
-from warmkernel.kernel import helper
+from warmkernel.kernel import inspector
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
 from warmkernel.kernel.channel import ExpressionValue, ForeignCell, Reply
-from warmkernel.kernel.helper import Summary, VariableListing
+from warmkernel.kernel.inspector import Summary, VariableListing
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalKernel
 from warmkernel.notebook.binding import (
@@ -66,13 +64,15 @@ from warmkernel.notebook.export_files import (
     inside_workspace,
     write_document,
 )
+from warmkernel.notebook.runner import run_cells
 from warmkernel.notebook.staleness import FileStamp, evaluate, select_cell, select_cells
-from warmkernel.notebook_runner import run_cells
-from warmkernel.output_budget import OutputBudget
-from warmkernel.present import documents, refusals
-from warmkernel.present.execution import memory_ceiling_reason, memory_interrupt_reason
-from warmkernel.present.status import environment_notice, restart_notice
-from warmkernel.tracker import ExecutionTracker
+from warmkernel.replies import documents, refusals
+from warmkernel.replies.runs import memory_ceiling_reason, memory_interrupt_reason
+from warmkernel.replies.status import environment_notice, restart_notice
+from warmkernel.session.journal import ALIVE_EVERY_S, WRITE_THROUGH_AFTER_S, Journal
+from warmkernel.session.output_budget import OutputBudget
+from warmkernel.session.running import ExecutionTracker
+from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionNumber, ExecutionState, ExportFormat, Generation, ReadableStream
 from warmkernel.workspace import Workspace
 
@@ -258,7 +258,7 @@ class Session:
         """Ready a new kernel for the session's cells: numbering, and the inspection helper."""
         await self._align_counter(kernel)
         installed = await kernel.run_silently(
-            helper.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
+            inspector.install_code(self.settings.summarizers, self.settings.inspect_sample_rows)
         )
         if installed is not None and installed.status != "ok":
             log.warning(
@@ -808,16 +808,18 @@ class Session:
     async def list_variables(self, *, include_imports: bool = False) -> VariableListing:
         """The user's variables: type, size, shape or length, and the execution that bound them."""
         budget_s = self.settings.inspect_timeout_s
-        answer, during = await self._ask_helper(helper.list_expression(include_imports, budget_s), "listed")
-        listing = helper.read_listing(answer)
+        answer, during = await self._ask_helper(
+            inspector.list_expression(include_imports, budget_s), "listed"
+        )
+        listing = inspector.read_listing(answer)
         listing["during_execution"] = during
         return listing
 
     async def inspect_variable(self, name: str) -> Summary:
         """A bounded typed summary of a name or dotted attribute path (nothing else is evaluated)."""
-        expression = helper.inspect_expression(name, self.settings.inspect_timeout_s)
+        expression = inspector.inspect_expression(name, self.settings.inspect_timeout_s)
         answer, during = await self._ask_helper(expression, "inspected")
-        summary = helper.read_summary(answer)
+        summary = inspector.read_summary(answer)
         return summary | {"during_execution": during} if during is not None else summary
 
     async def _ask_helper(self, expression: str, done: str) -> tuple[ExpressionValue, ExecutionNumber | None]:

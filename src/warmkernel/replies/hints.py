@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
-from warmkernel.config import Settings
-from warmkernel.tool_params import Flag, Tool, Verb
-from warmkernel.tool_specs import TOOLS_BY_NAME
+from warmkernel.settings.model import Settings
+from warmkernel.tools.catalog import TOOLS_BY_NAME
+from warmkernel.tools.kinds import Flag, Tool, Verb
 from warmkernel.types import MAIN_KERNEL
 
 Argument = str | int | float | bool | None

@@ -1,0 +1,1 @@
+"""The tool declarations: parameter kinds and the one catalog every face serves."""

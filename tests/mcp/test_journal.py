@@ -129,16 +129,17 @@ from pathlib import Path
 
 import anyio
 
-from warmkernel.settings.model import Settings
+from warmkernel.execution.submission import parse_cell
 from warmkernel.session.journal import Journal
 from warmkernel.session.kernels import Kernels
+from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 
 async def main(workspace: Path, state: Path) -> None:
     with Journal.open(workspace, state) as journal:
         async with Kernels.open(Settings(), Workspace(workspace, "launch_cwd"), journal) as kernels:
-            await kernels.main.submit("import time\\ntime.sleep(30)", client="test")
+            await kernels.main.submit(parse_cell("import time\\ntime.sleep(30)"), client="test")
             print("submitted", flush=True)
             await anyio.sleep_forever()
 

@@ -23,8 +23,7 @@ from warmkernel.cli.options import chosen_daemon
 from warmkernel.daemon.client import ToolOutcome, open_daemon
 from warmkernel.daemon.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.directive import parse_directives
-from warmkernel.execution.patch_literal import transform_patch_literals
+from warmkernel.execution.submission import parse_cell
 from warmkernel.tools.catalog import NOTEBOOK
 from warmkernel.tools.kinds import Param, Tool, Verb
 
@@ -148,9 +147,9 @@ def _tool_call(args: argparse.Namespace) -> tuple[Tool, dict[str, Any]]:
         arguments["text"] = _answer_from_stdin()
     if tool.name == RUN:
         arguments["freeform"] = _source(args)
-        # Read as the daemon reads them (after the patch literals), so that a bad directive is
-        # refused here, before a daemon is started for a cell that cannot run.
-        parse_directives(transform_patch_literals(arguments["freeform"]).source)
+        # Parsed as the daemon parses it, so that a bad directive is refused here, before a
+        # daemon is started for a cell that cannot run.
+        parse_cell(arguments["freeform"])
     tool.parse(arguments)  # a bad value is refused here, before a daemon is found or started
     return tool, arguments
 

@@ -25,9 +25,8 @@ from mcp.server.stdio import stdio_server
 
 from warmkernel import __version__
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.directive import parse_directives
-from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
+from warmkernel.execution.submission import Submission, parse_cell
 from warmkernel.replies.cell_states import notebook_run_reply, notebook_status_reply, notebook_watch_reply
 from warmkernel.replies.export import export_reply, insert_reply
 from warmkernel.replies.hints import Face, call, default_wait, speaking_of, spoken_to
@@ -187,31 +186,29 @@ async def _reply_after_wait(
     return execution_reply(record, conn.settings, waited=waited)
 
 
-def _start_wait(conn: Connection, source: str) -> float:
+def _start_wait(conn: Connection, submission: Submission) -> float:
     """How long a cell waits for a starting kernel: the longest of the daemon's `--wait`, the
     client's and the cell's own `--wait` directive (a short one is for the cell, not for the
     start: `warmkernel run --timeout 0.3` on a kernel that is starting still runs its cell)."""
-    try:
-        asked = parse_directives(transform_patch_literals(source).source).wait_seconds
-    except WarmkernelError:  # refused by `submit`, with the line that is wrong
-        asked = None
-    return max(asked or 0.0, conn.settings.default_wait_s, conn.kernels.settings.default_wait_s)
+    asked = submission.directives.wait_seconds or 0.0
+    return max(asked, conn.settings.default_wait_s, conn.kernels.settings.default_wait_s)
 
 
 async def run_python(
     conn: Connection, session: Session, args: dict[str, Any], ctx: ServerRequestContext[Any]
 ) -> Reply:
     session.start()  # a stopped kernel starts with this cell
+    submission = parse_cell(args["freeform"])  # a bad directive is refused before any wait
     if session.starting:
         # A kernel still starting (a gateway pulling an image) is waited for within the cell's wait.
-        wait_s = _start_wait(conn, args["freeform"])
+        wait_s = _start_wait(conn, submission)
         if not await session.kernel_within(wait_s):
             return starting_reply(session.kernel_info(), wait_s)
     joined = await _joined(conn, session)  # what was there before this cell
     try:
-        record = await session.submit(args["freeform"], client=client_name(ctx))
+        record = await session.submit(submission, client=client_name(ctx))
     except WarmkernelError:
-        if joined is not None:  # a refusal (busy, a bad directive) does not carry it: the next reply does
+        if joined is not None:  # a refusal (busy) does not carry it: the next reply does
             conn.told.discard(session.name)
         raise
     return _after(joined, await _reply_after_wait(conn, session, record, ctx))

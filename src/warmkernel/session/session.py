@@ -27,14 +27,13 @@ import anyio.abc
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.charts import Charts
-from warmkernel.execution.directive import kernel_source, parse_directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.line_range import parse_line_range
 from warmkernel.execution.output_log import OutputDropped, OutputLog
-from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
+from warmkernel.execution.submission import Submission, parse_cell
 from warmkernel.execution.transcript import Transcript, transcript
 from warmkernel.kernel import inspector
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher
@@ -497,7 +496,7 @@ class Session:
         self._announce()
 
     async def submit(
-        self, source: str, *, cell: NotebookCell | None = None, client: str = ""
+        self, submission: Submission, *, cell: NotebookCell | None = None, client: str = ""
     ) -> ExecutionRecord:
         """Accept a cell and send it to the kernel; `busy` if another cell runs.
 
@@ -505,10 +504,6 @@ class Session:
         tracks what it reads, and its outputs are collected for the `.ipynb`. `client` names who
         sent it (an MCP client's name, or `cli`), for records and for the busy refusals others get.
         """
-        # Directives are read after the patch transform: a patch body may hold an odd
-        # number of quotes, which would hide a later directive line from the scanner.
-        transformed = transform_patch_literals(source)
-        directives = parse_directives(transformed.source)
         # A variable inspection in flight ends first (within its budget): the cell is not queued
         # behind it in the kernel, and the inspection's deadline interrupt can never hit the cell.
         async with self._inspection_lock:
@@ -523,10 +518,10 @@ class Session:
             begun = await self._begin_cell(kernel, cell, number) if cell is not None else ""
             record = ExecutionRecord(
                 number,
-                source,
+                submission.source,
                 kernel.generation,
-                directives=directives,
-                patch_literals=transformed.converted,
+                directives=submission.directives,
+                patch_literals=submission.patch_literals,
                 output=OutputLog(spill := self._budget.spill(number)),
                 displays=DisplayLog(spill),
                 client=client,
@@ -545,8 +540,7 @@ class Session:
             if cell is not None:
                 record.cell_id = cell.id
                 inbox = self._bound().start_run(cell, record, begun, tracker)
-            runs = kernel_source(transformed.source)
-            tracker.msg_id = kernel.channel.execute(runs, inbox, allow_stdin=True)
+            tracker.msg_id = kernel.channel.execute(submission.runs, inbox, allow_stdin=True)
             if self._journal is not None:  # while the kernel runs the cell, before any of its output
                 self._journal.started(record)
         self._announce()
@@ -1023,7 +1017,7 @@ class Session:
 
     async def _submit_cell(self, cell: NotebookCell, *, client: str) -> ExecutionRecord:
         """Run one cell of the bound notebook as the next execution (for the notebook runner)."""
-        return await self.submit(cell.source, cell=cell, client=client)
+        return await self.submit(parse_cell(cell.source), cell=cell, client=client)
 
     def _notebook_run_done(self) -> None:
         """The notebook run starts no further cell: other cells may run again."""

@@ -54,3 +54,16 @@ class ExecutionState(str, Enum):
     @property
     def finished(self) -> bool:
         return self not in (ExecutionState.RUNNING, ExecutionState.AWAITING_INPUT)
+
+
+class KernelState(str, Enum):
+    """Where a session's kernel is in its life; `session/slot.py` guards the moves between them."""
+
+    STOPPED = "stopped"
+    """No kernel and none starting: not started yet, or stopped (a client, the idle stop)."""
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    """The last start failed; the next call that needs a kernel tries again."""
+    ENDING = "ending"
+    """The kernel is being ended (a reset, a stop, a death, the memory ceiling); cells wait."""

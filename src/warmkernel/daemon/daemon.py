@@ -37,6 +37,7 @@ from warmkernel.daemon.discovery import (
     write_descriptor,
 )
 from warmkernel.errors import WarmkernelError
+from warmkernel.idle import IdleClock
 from warmkernel.kernel.environment import prepare_environment
 from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
@@ -104,9 +105,10 @@ async def _serve(
     """The daemon proper, once it holds the workspace's journal."""
     from warmkernel.session.kernels import Kernels
 
+    clock = IdleClock()  # held by each client and, through the kernels, by every call and cell
     async with (
         _ide_server(options, workspace, settings) as jupyter,
-        Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal) as kernels,
+        Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal, clock) as kernels,
     ):
         # The kernel is starting: the MCP SDK's import (about 0.4 s) overlaps its boot, in a thread.
         socket_face = await anyio.to_thread.run_sync(
@@ -127,9 +129,11 @@ async def _serve(
             jupyter_url=jupyter.server_url if jupyter else None,
             jupyter_lab_url=jupyter.lab_url(notebook) if jupyter else None,
         )
-        daemon = _Daemon(kernels, descriptor, write_descriptor(descriptor))
+        daemon = _Daemon(kernels, descriptor, write_descriptor(descriptor), clock)
         kernels.on_notebook_change = lambda path: daemon.advertise(notebook=str(path))
-        face: SocketFace = socket_face.SocketFace(kernels, daemon.status, daemon.serve_public, daemon.view)
+        face: SocketFace = socket_face.SocketFace(
+            kernels, daemon.status, daemon.serve_public, daemon.view, clock
+        )
         daemon.face = face
         try:
             if options.ready_fd is not None:
@@ -139,10 +143,17 @@ async def _serve(
             async with listener, anyio.create_task_group() as tg:
                 daemon.tg = tg
                 tg.start_soon(face.listen, listener)
-                await daemon.until_idle(options.idle_stop_s)
+                await _until_idle(clock, options.idle_stop_s)
                 tg.cancel_scope.cancel()
         finally:
             remove_descriptor(daemon.descriptor_path)
+
+
+async def _until_idle(clock: IdleClock, idle_stop_s: float) -> None:
+    """Return once there has been no client and no running cell for `idle_stop_s` (0: never)."""
+    if idle_stop_s <= 0:
+        await anyio.sleep_forever()
+    await clock.idle_for(idle_stop_s)
 
 
 @dataclass
@@ -152,22 +163,16 @@ class _Daemon:
     kernels: Kernels
     descriptor: Descriptor
     descriptor_path: Path
+    clock: IdleClock
+    """Idle while there is no client and no running cell."""
     face: SocketFace | None = None
     tg: anyio.abc.TaskGroup | None = None
     """Where the daemon's own servers run (the console page), set once it serves."""
     console: Console | None = None
-    quiet_since: float = field(default_factory=time.monotonic)
-    """When the last client left or the last cell ended (monotonic)."""
 
     def advertise(self, **changes: Any) -> None:
         self.descriptor = replace(self.descriptor, **changes)
         write_descriptor(self.descriptor)
-
-    def idle_s(self) -> float:
-        """How long the daemon has had no client and no running cell; 0 while it has."""
-        if self.kernels.running() is not None or (self.face is not None and self.face.clients):
-            return 0.0
-        return time.monotonic() - self.quiet_since
 
     def status(self) -> Mapping[str, Any]:
         main = self.kernels.main
@@ -179,14 +184,14 @@ class _Daemon:
             "workspace": self.descriptor.workspace,
             "pid": os.getpid(),
             "clients": self.face.clients if self.face is not None else 0,
-            "kernel": {"state": kernel.state, "generation": kernel.generation, "pid": kernel.place.pid},
+            "kernel": {"state": kernel.state.value, "generation": kernel.generation, "pid": kernel.place.pid},
             "executions": len(main.records),
             "running": running.number if running is not None else None,
-            "idle_s": round(self.idle_s(), 1),
+            "idle_s": round(self.clock.idle_s() or 0.0, 1),
             "kernels": [
                 {
                     "name": k.name,
-                    "state": k.info.state,
+                    "state": k.info.state.value,
                     "pid": k.info.place.pid,
                     "memory_bytes": k.memory_bytes,
                 }
@@ -197,27 +202,6 @@ class _Daemon:
                 "kernels": sum(known) if known else None,
             },
         }
-
-    async def until_idle(self, idle_stop_s: float) -> None:
-        """Return once there has been no client and no running cell for `idle_stop_s` (0: never)."""
-        assert self.face is not None, "the face is attached before the daemon serves"
-        if idle_stop_s <= 0:
-            await anyio.sleep_forever()
-        while True:
-            if self.face.clients:
-                await self.face.changed.wait()
-                self.quiet_since = time.monotonic()
-                continue
-            running = self.kernels.running()
-            if running is not None:
-                await running.done.wait()
-                self.quiet_since = time.monotonic()
-                continue
-            with anyio.move_on_after(idle_stop_s - (time.monotonic() - self.quiet_since)):
-                await self.face.changed.wait()  # a client came (and may be gone already)
-                self.quiet_since = time.monotonic()
-                continue
-            return
 
     async def serve_public(
         self, hello: Hello, answer: Callable[[Mapping[str, Any]], Awaitable[None]], closed: Awaitable[None]

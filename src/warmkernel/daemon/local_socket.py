@@ -39,6 +39,7 @@ from mcp.shared.message import SessionMessage
 from warmkernel import __version__
 from warmkernel.errors import WarmkernelError
 from warmkernel.faces.mcp_server import build_server
+from warmkernel.idle import IdleClock
 from warmkernel.session.kernels import Kernels
 from warmkernel.settings.model import REPLY_SETTINGS
 
@@ -98,15 +99,14 @@ View = Callable[[Hello], Awaitable[Mapping[str, Any]]]
 
 @dataclass
 class SocketFace:
-    """Serves the connections of one daemon's socket; counts its clients."""
+    """Serves the connections of one daemon's socket; counts its clients, who hold its idle clock."""
 
     kernels: Kernels
     status: Status
     serve: Serve
     view: View
+    clock: IdleClock
     clients: int = 0
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) whenever the number of clients changes."""
 
     async def listen(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
         await listener.serve(self._handle)
@@ -138,7 +138,8 @@ class SocketFace:
         if hello.client == "view":
             await _answer(stream, await self.view(hello))
             return
-        self._count(+1)
+        self.clients += 1
+        self.clock.hold()
         try:
             if hello.client == "serve":
                 await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
@@ -151,12 +152,8 @@ class SocketFace:
                     hello, lambda: buffered.receive_until(b"\n", MESSAGE_MAX_BYTES), stream.send
                 )
         finally:
-            self._count(-1)
-
-    def _count(self, delta: int) -> None:
-        self.clients += delta
-        self.changed.set()
-        self.changed = anyio.Event()
+            self.clients -= 1
+            self.clock.release()
 
     async def _serve_host_pipes(
         self, hello: Hello, stream: anyio.abc.UNIXSocketStream, buffered: BufferedByteReceiveStream

@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import re
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import anyio.abc
 import anyio.to_thread
 
 from warmkernel.execution.images import IMAGE_TYPES, Image, decode_png
+from warmkernel.idle import IdleClock
 
 PLOTS_EXTRA = "warmkernel[plots]"
 RENDER_TIMEOUT_S = 10.0
@@ -161,9 +161,8 @@ class Charts:
         self._browser: Any = None
         """kaleido's `Kaleido`, while open."""
         self._opening = anyio.Lock()
-        self._drawing = 0
-        """Figures being drawn (kaleido queues them for its one tab)."""
-        self._last_drawn = 0.0
+        self._clock = IdleClock()
+        """Held while a figure is drawn (kaleido queues them for its one tab)."""
 
     @classmethod
     @asynccontextmanager
@@ -217,21 +216,19 @@ class Charts:
     async def _draw(
         self, figure: dict[str, Any], opts: dict[str, Any], drawn: list[bytes | Exception], done: anyio.Event
     ) -> None:
-        self._drawing += 1
         try:
-            try:
-                png = await self._calc_fig(figure, opts)
-            except Exception as exc:
-                if _SCRIPT_NOT_LOADED not in str(exc):
-                    raise
-                await self._discard_browser()  # a new one loads its page again
-                png = await self._calc_fig(figure, opts)
+            with self._clock.held():
+                try:
+                    png = await self._calc_fig(figure, opts)
+                except Exception as exc:
+                    if _SCRIPT_NOT_LOADED not in str(exc):
+                        raise
+                    await self._discard_browser()  # a new one loads its page again
+                    png = await self._calc_fig(figure, opts)
             drawn.append(png)
         except Exception as exc:
             drawn.append(exc)
         finally:
-            self._drawing -= 1
-            self._last_drawn = time.monotonic()
             done.set()
 
     async def _calc_fig(self, figure: dict[str, Any], opts: dict[str, Any]) -> bytes:
@@ -250,19 +247,22 @@ class Charts:
             browser = self._browser
         return await browser.calc_fig(figure, opts=opts)
 
-    async def _discard_browser(self, *, unless_busy: bool = False) -> None:
+    async def _discard_browser(self, *, unless_busy: bool = False) -> bool:
         """Close the browser, so that the next figure opens a new one; with `unless_busy`, only
-        when no figure was drawn for `idle_s` and none is being drawn."""
+        when no figure was drawn for `idle_s` and none is being drawn (False: it was not closed)."""
         async with self._opening:  # a figure that starts meanwhile waits, and finds it closed
-            if unless_busy and (self._drawing or time.monotonic() - self._last_drawn < self._idle_s):
-                return
+            idle_s = self._clock.idle_s()
+            if unless_busy and (idle_s is None or idle_s < self._idle_s):
+                return False
             browser, self._browser = self._browser, None
         await _close(browser)
+        return True
 
     async def _close_when_idle(self) -> None:
         while True:
-            await anyio.sleep(self._idle_s / 4)
-            await self._discard_browser(unless_busy=True)
+            await self._clock.idle_for(self._idle_s)
+            if await self._discard_browser(unless_busy=True):
+                await self._clock.next_use()  # nothing to close until a figure opens a browser
 
 
 async def _close(browser: Any) -> None:

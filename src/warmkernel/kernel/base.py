@@ -17,7 +17,7 @@ import anyio.abc
 
 from warmkernel.errors import WarmkernelError
 from warmkernel.kernel.channel import Event, KernelChannel, Reply, Status
-from warmkernel.types import Generation
+from warmkernel.types import Generation, KernelState
 
 START_TIMEOUT_S = 60.0
 SUBSHELLS = "kernel subshells"
@@ -80,11 +80,10 @@ class KernelInfo:
     """What python_status reports about the current kernel."""
 
     generation: Generation
-    state: str
-    """`starting`, `ready` or `failed`."""
-    starting: str = ""
-    """While starting: what the start waits on and for how long (`pending on the gateway, 45 s`)."""
-    error: str = ""
+    state: KernelState
+    detail: str = ""
+    """What the state says further: what a start waits on and for how long (`pending on the
+    gateway, 45 s`), why the kernel is stopped, or why its start failed."""
     place: KernelPlace = field(default_factory=KernelPlace)
     spare_kernels_ready: int | None = None
     """Spare kernels started and waiting for a reset; None when the session keeps none."""

@@ -139,8 +139,8 @@ class ForeignCell:
     """A cell another client of the kernel sent, as its `execute_input` shows it."""
 
     code: str
-    session: str
-    """The sending client's Jupyter session id."""
+    jupyter_session: str
+    """The sending client's Jupyter session id (the protocol's `header.session`)."""
     username: str
 
 
@@ -270,7 +270,7 @@ class ZmqTransport:
         here reads."""
         socket = self._client.iopub_channel.socket
         waiting = zmq.Socket.shadow(socket.underlying)
-        session = self._client.session
+        jupyter_session = self._client.session
         woke, streak = 0.0, 0
         while True:
             batch: list[list[bytes]] = [await socket.recv_multipart()]
@@ -279,7 +279,7 @@ class ZmqTransport:
                     batch.append(waiting.recv_multipart(_DONTWAIT))
             idle = False
             for frames in batch:
-                msg = _unpack(session, frames)
+                msg = _unpack(jupyter_session, frames)
                 if msg is not None:
                     route("iopub", msg)
                     idle = idle or _is_idle(msg)
@@ -315,12 +315,12 @@ def _is_idle(msg: Mapping[str, Any]) -> bool:
     return msg["header"].get("msg_type") == "status" and msg["content"].get("execution_state") == "idle"
 
 
-def _unpack(session: JupyterSession, frames: list[bytes]) -> dict[str, Any] | None:
+def _unpack(jupyter_session: JupyterSession, frames: list[bytes]) -> dict[str, Any] | None:
     """A signed IOPub message as a dict of header, parent_header and content (dates left as
     text); None, logged, when its signature is wrong."""
-    parts = cast("list[bytes]", session.feed_identities(frames, copy=True)[1])
+    parts = cast("list[bytes]", jupyter_session.feed_identities(frames, copy=True)[1])
     signature, header, parent, metadata, content = parts[:5]
-    auth = cast("hmac.HMAC | None", session.auth)
+    auth = cast("hmac.HMAC | None", jupyter_session.auth)
     if auth is not None:
         check = auth.copy()
         for part in (header, parent, metadata, content):
@@ -329,9 +329,9 @@ def _unpack(session: JupyterSession, frames: list[bytes]) -> dict[str, Any] | No
             log.warning("dropping an IOPub message with a wrong signature")
             return None
     return {
-        "header": session.unpack(header),
-        "parent_header": session.unpack(parent),
-        "content": session.unpack(content),
+        "header": jupyter_session.unpack(header),
+        "parent_header": jupyter_session.unpack(parent),
+        "content": jupyter_session.unpack(content),
         "buffers": parts[5:],
     }
 

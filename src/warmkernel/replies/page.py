@@ -16,6 +16,7 @@ from warmkernel.kernel.base import KernelInfo
 from warmkernel.replies.reads import dropped, images_not_kept
 from warmkernel.replies.reply import clip
 from warmkernel.replies.status import execution_status_reply
+from warmkernel.types import KernelState
 
 WINDOW_MAX_LINES = 2000
 """Most lines one window read returns: a few screens."""
@@ -36,8 +37,8 @@ def kernel_facts(
     """One kernel as the page's header and its live feed show it."""
     return {
         "name": name,
-        "state": kernel.state,
-        "error": kernel.error,
+        "state": kernel.state.value,
+        "error": kernel.detail if kernel.state is KernelState.FAILED else "",
         "generation": kernel.generation,
         "pid": kernel.place.pid,
         "executions": len(records),

@@ -145,3 +145,19 @@ def unresponsive(seconds: float, generation: int) -> WarmkernelError:
         f"ignores interrupts, or in native code); it was restarted as generation {generation + 1}, "
         "and its namespace was lost",
     )
+
+
+def helper_not_loaded() -> WarmkernelError:
+    """`inspection_failed`: the kernel-side helper failed to load at kernel start."""
+    return WarmkernelError(
+        "inspection_failed",
+        "the kernel-side helper is not loaded in this kernel (it failed at kernel start; "
+        f"the server log says why); {call('reset_python')} starts a kernel with it",
+    )
+
+
+def variable_not_found(message: str) -> WarmkernelError:
+    """`variable_not_found`: the helper found no such name (its `message` says which part)."""
+    return WarmkernelError(
+        "variable_not_found", f"{message}; {call('list_python_variables')} lists the names"
+    )

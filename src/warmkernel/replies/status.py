@@ -18,7 +18,7 @@ from warmkernel.replies.reads import dropped, images_not_kept
 from warmkernel.replies.reply import Reply, clip, duration
 from warmkernel.replies.runs import record_facts
 from warmkernel.settings.model import Settings
-from warmkernel.types import MAIN_KERNEL
+from warmkernel.types import MAIN_KERNEL, Generation
 from warmkernel.workspace import Workspace
 
 
@@ -93,14 +93,12 @@ def status_reply(
         f"interpreter: {place.environment or settings.python}"
         if settings.jupyter_url is None
         else f"interpreter: kernelspec {settings.kernel_name!r} of the Jupyter server",
-        f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state}"
-        + (f" ({kernel.starting})" if kernel.starting else "")
+        f"kernel{'' if name == MAIN_KERNEL else f' {name}'}: {kernel.state.value}"
+        + (f" ({kernel.detail})" if kernel.detail else "")
         + f", generation {kernel.generation}"
         + (f", pid {place.pid}" if place.pid is not None else "")
         + (f", kernel {place.kernel_id} on {place.server_url}" if place.server_url else ""),
     ]
-    if kernel.error:
-        lines.append(f"kernel error: {kernel.error}")
     if place.connection_file:
         lines.append(f"connection file: {place.connection_file} (attach: jupyter console --existing FILE)")
     if place.tracking:
@@ -132,8 +130,8 @@ def status_reply(
         "workspace_resolution": workspace.resolution,
         "interpreter": settings.python,
         "environment": place.environment,
-        "kernel_state": kernel.state,
-        "kernel_starting": kernel.starting or None,
+        "kernel_state": kernel.state.value,
+        "kernel_starting": kernel.detail or None,
         "kernel_pid": place.pid,
         "connection_file": str(place.connection_file) if place.connection_file else None,
         "process_tracking": place.tracking,
@@ -156,13 +154,13 @@ def _brief(kernel: KernelSummary) -> str:
     """`ready`, `running In [4]`, `stopped`: a kernel in a word or two."""
     if kernel.running is not None:
         return f"running In [{kernel.running.number}]"
-    return kernel.info.state
+    return kernel.info.state.value
 
 
 def _kernel_facts(kernel: KernelSummary) -> dict[str, object]:
     return {
         "name": kernel.name,
-        "state": kernel.info.state,
+        "state": kernel.info.state.value,
         "generation": kernel.info.generation,
         "pid": kernel.info.place.pid,
         "memory_bytes": kernel.memory_bytes,
@@ -228,11 +226,11 @@ def _charts_line(charts: dict[str, str | None]) -> str:
 def starting_reply(kernel: KernelInfo, waited_s: float) -> Reply:
     """run_python while the kernel is still starting: nothing was run, and what to do next."""
     text = (
-        f"the kernel (generation {kernel.generation}) is still starting ({kernel.starting}); "
+        f"the kernel (generation {kernel.generation}) is still starting ({kernel.detail}); "
         f"waited {duration(waited_s)} and ran nothing. Send the cell again once {call('python_status')} "
         "says ready"
     )
-    return Reply(text, {"kernel_starting": kernel.starting})
+    return Reply(text, {"kernel_starting": kernel.detail})
 
 
 def list_reply(records: Sequence[ExecutionRecord], limit: int, caller: str) -> Reply:
@@ -283,6 +281,15 @@ def restart_notice(first: int, last: int) -> str:
     return (
         f"note: warmkernel restarted; {kept} kept and readable, "
         "but the kernel is new and its namespace is empty"
+    )
+
+
+def kernel_lost_notice(generation: Generation, what_happened: str) -> str:
+    """The one-time note that a kernel's namespace was lost and a fresh kernel started:
+    `what_happened` to it, e.g. `died (signal SIGKILL)`."""
+    return (
+        f"note: the kernel (generation {generation}) {what_happened}; its namespace was lost. "
+        f"A fresh kernel (generation {generation + 1}) was started."
     )
 
 

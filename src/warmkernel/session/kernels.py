@@ -4,8 +4,8 @@ A daemon (or an `--ephemeral` server) holds one `Kernels`. `main` starts with it
 name starts on its first use, in the same workspace and interpreter, with the same kernel
 options. The kernels share one launcher (so spare kernels serve them all) and one runtime root.
 A notebook used without an explicit kernel gets its own (`nb-<stem>`), so `main` stays free for
-scratch work. A kernel other than `main` left idle for `kernel_idle_stop_s` is stopped; a
-stopped kernel keeps its records and starts again on its next use.
+scratch work. A kernel other than `main` left idle for `kernel_idle_stop_s` is stopped (its
+`IdleClock` says when); a stopped kernel keeps its records and starts again on its next use.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import anyio.abc
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.charts import Charts
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.idle import IdleClock
 from warmkernel.kernel.base import KernelLauncher
 from warmkernel.kernel.launch import RuntimeRoot
 from warmkernel.kernel.local import LocalLauncher
@@ -72,6 +73,7 @@ class Kernels:
         launcher: KernelLauncher,
         charts: Charts,
         tg: anyio.abc.TaskGroup,
+        clock: IdleClock | None,
     ) -> None:
         self.settings = settings
         self.workspace = workspace
@@ -80,6 +82,7 @@ class Kernels:
         self._launcher = launcher
         self._charts = charts
         self._tg = tg
+        self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._opening = anyio.Lock()
         self._closing = anyio.Event()
@@ -89,9 +92,14 @@ class Kernels:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings, workspace: Workspace, journal: Journal | None = None
+        cls,
+        settings: Settings,
+        workspace: Workspace,
+        journal: Journal | None = None,
+        clock: IdleClock | None = None,
     ) -> AsyncIterator[Kernels]:
-        """`main` starting at once, and the kernels `journal` knows of, stopped, with their records."""
+        """`main` starting at once, and the kernels `journal` knows of, stopped, with their records.
+        Every kernel's calls and cells hold `clock` (the daemon's) while they last."""
         if settings.jupyter_url is not None:
             from warmkernel.kernel.jupyter_api import check_jupyter_settings
 
@@ -105,11 +113,10 @@ class Kernels:
                         Charts.open(settings.chart_timeout_s) as charts,
                         anyio.create_task_group() as sessions,
                     ):
-                        kernels = cls(settings, workspace, journal, root, launcher, charts, sessions)
+                        kernels = cls(settings, workspace, journal, root, launcher, charts, sessions, clock)
                         await kernels._open(MAIN_KERNEL, start=True)
                         for name in journal.kernel_names() if journal is not None else ():
                             await kernels._open(name, start=False)
-                        sessions.start_soon(kernels._stop_idle_kernels)
                         try:
                             yield kernels
                         finally:
@@ -214,12 +221,26 @@ class Kernels:
         settings = self.settings if name == MAIN_KERNEL else replace(self.settings, jupyter_notebook=None)
         with contextlib.ExitStack() as stack:
             journal = stack.enter_context(self._journal.kernel(name)) if self._journal is not None else None
-            async with Session.open(
-                name, settings, self.workspace, self._root, self._launcher, self._charts, journal, start=start
-            ) as session:
+            async with (
+                Session.open(
+                    name,
+                    settings,
+                    self.workspace,
+                    self._root,
+                    self._launcher,
+                    self._charts,
+                    journal,
+                    start=start,
+                    clock=self._clock,
+                ) as session,
+                anyio.create_task_group() as tg,
+            ):
                 session.on_notebook_change = self._notebook_bound
+                if name != MAIN_KERNEL and self.settings.kernel_idle_stop_s > 0:
+                    tg.start_soon(self._stop_when_idle, session, self.settings.kernel_idle_stop_s)
                 task_status.started(session)
                 await self._closing.wait()
+                tg.cancel_scope.cancel()
 
     def _notebook_bound(self, path: Path) -> None:
         if self.on_notebook_change is not None:
@@ -241,15 +262,12 @@ class Kernels:
                 return name
         raise WarmkernelError("too_many_kernels", f"no free kernel name for {path.name}")
 
-    async def _stop_idle_kernels(self) -> None:
-        """Stop each kernel but `main` that had no call and no running cell for `kernel_idle_stop_s`."""
-        limit = self.settings.kernel_idle_stop_s
-        if limit <= 0:
-            return
+    async def _stop_when_idle(self, session: Session, limit_s: float) -> None:
+        """Stop a kernel other than `main` that had no call and no running cell for `limit_s`; a
+        stopped kernel waits for its next use."""
         while True:
-            await anyio.sleep(min(60.0, limit / 4))
-            for session in list(self._sessions.values()):
-                idle_s = session.idle_s()
-                if session.name != MAIN_KERNEL and idle_s is not None and idle_s >= limit:
-                    await session.stop(f"the kernel was stopped after {limit:g} s idle")
-                    session.tell(idle_stop_notice(session.name, limit))
+            await session.clock.idle_for(limit_s)
+            if session.stopped is None:
+                await session.stop(f"the kernel was stopped after {limit_s:g} s idle")
+                session.tell(idle_stop_notice(session.name, limit_s))
+            await session.clock.next_use()

@@ -8,7 +8,7 @@
                                         notebook_not_found, invalid_notebook, invalid_kernel,
                                         kernel_not_found, invalid_executions, path_outside_workspace
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
-                                        inspection_failed, too_many_kernels
+                                        kernel_not_responding, inspection_failed, too_many_kernels
       codes for the session's notebook: notebook_already_bound
       codes for writing files:          write_failed
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
@@ -57,6 +57,7 @@ Failure = Literal[
     "busy",
     "not_awaiting_input",
     "kernel_start_failed",
+    "kernel_not_responding",
     "inspection_failed",
     "too_many_kernels",
     "write_failed",

@@ -206,7 +206,8 @@ async def run_python(
             return starting_reply(session.kernel_info(), wait_s)
     joined = await _joined(conn, session)  # what was there before this cell
     try:
-        record = await session.submit(submission, client=client_name(ctx))
+        wait_s = submission.directives.wait_seconds or conn.settings.default_wait_s
+        record = await session.submit(submission, client=client_name(ctx), within_s=wait_s)
     except WarmkernelError:
         if joined is not None:  # a refusal (busy) does not carry it: the next reply does
             conn.told.discard(session.name)

@@ -132,6 +132,11 @@ class Kernel(ABC):
         (a kernel on a Jupyter server)."""
         return None
 
+    def process_stopped(self) -> bool:
+        """Whether the kernel's process is stopped by a signal (SIGSTOP, SIGTSTP): it answers
+        nothing until it is continued. False where that cannot be seen (a kernel on a server)."""
+        return False
+
     def stop(self) -> None:
         """Stop routing messages of this kernel (after it has exited)."""
         self._scope.cancel()

@@ -160,6 +160,12 @@ class LocalKernel(Kernel):
                 total += proc.memory_info().rss
         return total
 
+    def process_stopped(self) -> bool:
+        try:
+            return psutil.Process(self.pid).status() == psutil.STATUS_STOPPED
+        except psutil.Error:
+            return False
+
     def _processes(self) -> list[psutil.Process]:
         if self.cgroup is not None:
             found: list[psutil.Process] = []

@@ -161,3 +161,13 @@ def variable_not_found(message: str) -> WarmkernelError:
     return WarmkernelError(
         "variable_not_found", f"{message}; {call('list_python_variables')} lists the names"
     )
+
+
+def not_responding(kernel: str, why: str) -> WarmkernelError:
+    """`kernel_not_responding`: the kernel did not answer within the call's wait, so no cell was
+    numbered or sent; what would make it answer again."""
+    return WarmkernelError(
+        "kernel_not_responding",
+        f"kernel {kernel} {why}; no cell was run. {call('interrupt_python')} may free it; "
+        f"{call('reset_python')} starts a fresh kernel (its namespace is lost)",
+    )

@@ -8,6 +8,9 @@ inside the kernel.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 
 from warmkernel.execution.record import ExecutionRecord
@@ -24,6 +27,19 @@ class Admission:
         self.notebook_run: NotebookRun | None = None
         self.turn = anyio.Lock(fast_acquire=True)  # a cell never yields to take it free
         """Held while a cell is sent or a question is asked (within the inspection budget)."""
+
+    @asynccontextmanager
+    async def turn_by(self, deadline: float, kernel: str) -> AsyncIterator[None]:
+        """The turn, taken before `deadline` (anyio's clock); `kernel_not_responding` if another
+        call still holds it then (its question to the kernel is still unanswered)."""
+        with anyio.CancelScope(deadline=deadline) as waiting:
+            await self.turn.acquire()
+        if waiting.cancelled_caught:
+            raise refusals.not_responding(kernel, "is still answering another call's request, which it took")
+        try:
+            yield
+        finally:
+            self.turn.release()
 
     @property
     def running_record(self) -> ExecutionRecord | None:

@@ -10,6 +10,7 @@ cell), `Variables` (questions to the kernel), `NotebookSide`, `Exports`, `Notice
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -205,10 +206,18 @@ class Session:
                 installed.evalue,
             )
 
-    async def _align_counter(self, kernel: Kernel) -> None:
-        """Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number."""
-        await kernel.run_silently(f"get_ipython().execution_count = {self._book.next_number()}")
+    async def _align_counter(self, kernel: Kernel, deadline: float = math.inf) -> None:
+        """Tracebacks say `Cell In[N]`: make IPython's N match warmkernel's next number; by
+        `deadline`, or the kernel is taken not to answer (`kernel_not_responding`)."""
+        with anyio.CancelScope(deadline=deadline) as waiting:
+            await kernel.run_silently(f"get_ipython().execution_count = {self._book.next_number()}")
+        if waiting.cancelled_caught:
+            self._slot.unresponsive = "not responding: a request it took went unanswered"
+            raise refusals.not_responding(
+                self.name, "did not answer a silent request in time (its last cell ended without a reply)"
+            )
         self._counter_unsure = False
+        self._slot.unresponsive = None
 
     def _kernel_ready(self, kernel: Kernel) -> None:
         kernel.channel.on_foreign = partial(self._adopt, kernel)
@@ -364,21 +373,31 @@ class Session:
         return self._book.records
 
     async def submit(
-        self, submission: Submission, *, cell: NotebookCell | None = None, client: str = ""
+        self,
+        submission: Submission,
+        *,
+        cell: NotebookCell | None = None,
+        client: str = "",
+        within_s: float | None = None,
     ) -> ExecutionRecord:
         """Accept a cell and send it to the kernel; `busy` if another cell runs.
 
         With `cell`, the execution is a run of that cell of the bound notebook: the kernel
         tracks what it reads, and its outputs are collected for the `.ipynb`. `client` names who
         sent it (an MCP client's name, or `cli`), for records and for the busy refusals others get.
+        A kernel that does not take the cell within `within_s` (the call's wait; default the
+        settings') is `kernel_not_responding`, and no number is given out.
         """
+        deadline = anyio.current_time() + (within_s if within_s is not None else self.settings.default_wait_s)
         # A variable inspection in flight ends first (within its budget): the cell is not queued
         # behind it in the kernel, and the inspection's deadline interrupt can never hit the cell.
-        async with self._admission.turn:
+        async with self._admission.turn_by(deadline, self.name):
             kernel = await self._slot.ready()
             self._admission.admit_cell(of_notebook_run=cell is not None)
+            if kernel.process_stopped():
+                raise refusals.not_responding(self.name, "is stopped (SIGSTOP); `kill -CONT` continues it")
             if self._counter_unsure:
-                await self._align_counter(kernel)
+                await self._align_counter(kernel, deadline)
             number = self._book.next_number()
             begun = await self._notebook.begin_cell(kernel, cell, number) if cell is not None else ""
             record = self._book.open(

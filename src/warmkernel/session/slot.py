@@ -81,6 +81,9 @@ class KernelSlot:
         self._error: WarmkernelError | None = None
         self.stopped_reason = "not started yet"
         """Why there is no kernel, while STOPPED."""
+        self.unresponsive: str | None = None
+        """Why the ready kernel is taken not to answer (a request it took went unanswered); None
+        while it answers."""
         self._start_began = 0.0
         self._ready_since = 0.0
         self._moved = anyio.Event()
@@ -172,6 +175,7 @@ class KernelSlot:
                 return KernelInfo(
                     self.generation,
                     self.state,
+                    self.not_answering(self._kernel) or "",
                     place=self._kernel.place(),
                     spare_kernels_ready=spares,
                     executions=next_number - self.generation_began,
@@ -185,6 +189,13 @@ class KernelSlot:
                 detail = self._starting()
         return KernelInfo(self.generation, self.state, detail, spare_kernels_ready=spares)
 
+    def not_answering(self, kernel: Kernel) -> str | None:
+        """Why the kernel answers nothing now (its process is stopped, or a request went
+        unanswered); None while it answers as far as can be seen."""
+        if kernel.process_stopped():
+            return "not responding: its process is stopped (SIGSTOP); `kill -CONT` continues it"
+        return self.unresponsive
+
     def _starting(self) -> str:
         """How the kernel start goes: the step a remote start waits on, and for how long."""
         step = self._launcher.step
@@ -195,6 +206,7 @@ class KernelSlot:
         self.generation = Generation(self.generation + 1)
         self.generation_began = self._first_number()
         self._error = None
+        self.unresponsive = None
         self._start_began = time.monotonic()
         self._move(KernelState.STARTING)
         self._on_generation(self.generation)

@@ -64,7 +64,8 @@ class Variables:
         beside: while a cell runs, in a subshell where the kernel has them, else `busy` at once."""
         if self._slot.state is KernelState.STOPPED:
             raise refusals.no_namespace(self._name, self._slot.stopped_reason, done)
-        async with self._admission.turn:
+        give_up_s = self._budget_s + INSPECT_GRACE_S + INSPECT_GIVE_UP_S
+        async with self._admission.turn_by(anyio.current_time() + give_up_s, self._name):
             kernel = await self._slot.ready()
             running = self._admission.running_record
             if running is None:

@@ -30,11 +30,12 @@ from warmkernel.execution.charts import Charts
 from warmkernel.execution.directive import kernel_source, parse_directives
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.line_range import parse_line_range
-from warmkernel.execution.output_log import OutputDropped, OutputLog
+from warmkernel.execution.output_log import OutputLog
 from warmkernel.execution.patch_literal import transform_patch_literals
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
+from warmkernel.execution.spill import OutputDropped
 from warmkernel.execution.transcript import Transcript, transcript
 from warmkernel.kernel import inspector
 from warmkernel.kernel.base import Kernel, KernelInfo, KernelLauncher

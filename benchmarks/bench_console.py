@@ -37,8 +37,9 @@ import httpx2
 from bench_core import PrivateDaemons, private_daemons, progress
 from playwright.sync_api import sync_playwright
 
-from warmkernel.execution.output_log import OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.execution.spill import Spill
 from warmkernel.session.journal import Journal
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 

@@ -54,7 +54,9 @@ async def test_a_stopped_kernel_process_is_refused_at_once_and_continues(fresh_c
             os.kill(pid, signal.SIGSTOP)
             try:
                 # a signal takes effect a moment after kill() returns; there is no event to wait on
-                while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+                for _ in range(1000):
+                    if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                        break
                     await anyio.sleep(0.01)
                 code, message = await call_error(client, "run_python", freeform="2")
                 assert code == "kernel_not_responding" and "SIGSTOP" in message

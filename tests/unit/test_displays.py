@@ -10,7 +10,8 @@ import pytest
 
 from warmkernel.execution.displays import UPDATE_RECORD_INTERVAL_S, DisplayLog
 from warmkernel.execution.images import Image, ImageStore
-from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog
+from warmkernel.execution.spill import OutputDropped, Spill
 
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

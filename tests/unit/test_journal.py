@@ -14,9 +14,10 @@ import pytest
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.displays import DisplayLog
-from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.search import compile_query, search
+from warmkernel.execution.spill import OutputDropped, Spill
 from warmkernel.session.journal import Journal, forget, journaled_executions, state_dir, workspace_dir
 from warmkernel.session.output_budget import OutputBudget, spill_prefix
 from warmkernel.types import READABLE_STREAMS, ExecutionNumber, ExecutionState, Generation, StreamName

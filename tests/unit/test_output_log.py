@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warmkernel.execution import output_log as output_module
+from warmkernel.execution import line_store
 from warmkernel.execution.line_range import parse_line_range
-from warmkernel.execution.output_log import OutputDropped, OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog
+from warmkernel.execution.spill import FileBody, OutputDropped, Spill
 from warmkernel.execution.terminal import TerminalNormalizer
 from warmkernel.types import APPENDABLE_STREAMS, READABLE_STREAMS, ReadableStream, StreamName
 
@@ -94,8 +95,8 @@ class SpillRecorder:
 def small_index(mark_bytes: int, block_bytes: int) -> Iterator[None]:
     """Index marks and read blocks this small, so a few lines cross many of them."""
     with (
-        patch.object(output_module, "_MARK_BYTES", mark_bytes),
-        patch.object(output_module, "_BLOCK_BYTES", block_bytes),
+        patch.object(line_store, "_MARK_BYTES", mark_bytes),
+        patch.object(line_store, "_BLOCK_BYTES", block_bytes),
     ):
         yield
 
@@ -404,18 +405,18 @@ def test_a_line_range_read_costs_what_it_returns_not_what_the_stream_holds(tmp_p
         log.append("stdout", "".join(f"line {i}\n" for i in range(start, start + 50_000)))
     log.close()
     read: list[int] = []
-    original = output_module.FileBody.read
+    original = FileBody.read
 
-    def counted(body: output_module.FileBody, start: int, stop: int) -> bytes | bytearray:
+    def counted(body: FileBody, start: int, stop: int) -> bytes | bytearray:
         data = original(body, start, stop)
         read.append(len(data))
         return data
 
-    with patch.object(output_module.FileBody, "read", counted):
+    with patch.object(FileBody, "read", counted):
         assert log.lines("stdout", 150_000, 150_020) == [f"line {i}" for i in range(150_000, 150_020)]
         assert log.last_lines("combined", 10) == [f"line {i}" for i in range(299_990, 300_000)]
     # Two marks' worth to find each range's ends, plus the lines returned.
-    assert sum(read) <= 4 * output_module._MARK_BYTES + 2 * 20 * len("line 300000\n")
+    assert sum(read) <= 4 * line_store._MARK_BYTES + 2 * 20 * len("line 300000\n")
     assert log.disk_bytes > 100 * sum(read)
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.output_log import TextBlock
+from warmkernel.execution.line_store import TextBlock
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 
 # A pattern that backtracks exponentially in `regex` on a run of "a" followed by "b".

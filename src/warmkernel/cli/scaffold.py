@@ -35,7 +35,7 @@ GUIDE = """\
 ## Python kernel (warmkernel)
 
 A persistent IPython kernel is available through the `warmkernel` MCP tools (or the
-`warmkernel` command). Variables, imports and definitions survive from cell to cell.
+`warmkernel` command). Questions, imports and definitions survive from cell to cell.
 
 - `run_python(freeform)` runs a cell and waits up to 10 s. The reply starts `In [N] · 1.2 s:`.
   For long work put `# warmkernel: --wait 120` on the first line, or keep going and call

@@ -32,7 +32,8 @@ from typing import Any
 
 from warmkernel.execution.images import ImageStore, StoredImage
 from warmkernel.execution.mime import Chart, render_bundle
-from warmkernel.execution.output_log import OutputLog, Spill
+from warmkernel.execution.output_log import OutputLog
+from warmkernel.execution.spill import Spill
 
 Bundle = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 """A display's MIME bundle, or what makes it when it is written (a widget view renders only then)."""

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The output log's spill file: written once here, read through a fresh descriptor each time.
-from warmkernel.execution.output_log import FileBody, OutputDropped, Spill
+from warmkernel.execution.spill import FileBody, OutputDropped, Spill
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 """The formats delivered as images, in the order one is chosen from a bundle holding several."""

@@ -1,22 +1,16 @@
-"""OutputLog owns all output text of one execution: its four streams, their combined view, and
-the spill files that hold them once they grow.
+"""OutputLog owns all output text of one execution: its four streams and their combined view.
 
 Each appendable stream (`stdout`, `stderr`, `result`, `traceback`) normalizes its raw text
-through its own `TerminalNormalizer` and keeps the completed lines in a `_LineStore`: UTF-8
-text, each line ended by `\\n`, in memory while the execution's text is small, and in a spill
-file of its own (mode 0600, in a directory the caller keeps private) once the log would hold
-more than `Spill.threshold_bytes`. A sparse index (a mark at the first line start past every
-`_MARK_BYTES` bytes) finds any line after reading at most `_MARK_BYTES`, so a line-range read
-costs what it returns, not what the stream holds. `combined` holds no text of its own: it is a
-list of runs `(stream, first_line, count)` in the order lines completed.
+through its own `TerminalNormalizer` and keeps the completed lines in a `LineStore`, in memory
+while the execution's text is small and in spill files of their own (in a directory the caller
+keeps private) once the log would hold more than `Spill.threshold_bytes`. `combined` holds no
+text of its own: it is a list of runs `(stream, first_line, count)` in the order lines
+completed.
 
 A stream's unterminated line is readable while the execution runs: it is the stream's last
 line, and the open lines of all streams are the last lines of `combined`, in the order their
-streams were last written. `close()` completes them in that order.
-
-Text is stored as UTF-8; a lone surrogate (which a kernel can send through JSON escapes) is
-stored as U+FFFD, one character for one, so counts are unchanged and every line read back
-encodes cleanly wherever it goes next. Reads never raise on odd text.
+streams were last written. `close()` completes them in that order. Reads never raise on odd
+text.
 
 `drop()` throws a finished log's text away to free its disk space (the owner decides when);
 its counts stay, and every later read raises `OutputDropped`.
@@ -38,39 +32,23 @@ never changes.
 from __future__ import annotations
 
 import glob
-import os
 import re
-import tempfile
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
+
+from warmkernel.execution.line_store import LineStore, StreamManifest, TextBlock, encode
+from warmkernel.execution.spill import OutputDropped, Spill
 
 # The normalizer's own definitions: text without a control character renders as itself, and
 # only a character that opens an escape sequence can make it hold text back between chunks.
 from warmkernel.execution.terminal import CONTROL, INTRODUCERS, TerminalNormalizer
 from warmkernel.types import APPENDABLE_STREAMS, ReadableStream, StreamName
 
-_ENCODING = "utf-8"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_REPLACEMENT = "\ufffd"
 _INTRODUCER = re.compile(f"[{re.escape(''.join(sorted(INTRODUCERS)))}]")
 _ASCII_CONTROLS = bytes(code for code in range(128) if CONTROL.match(chr(code)))
-
-_MARK_BYTES = 8192
-"""Most bytes scanned to find a line: a mark sits at the first line start past every this many."""
-_BLOCK_BYTES = 65536
-"""Bytes read and decoded at a time while iterating (more only for a longer line)."""
-
-
-def _encode(text: str) -> bytes:
-    """UTF-8, with each lone surrogate as U+FFFD: one character for one."""
-    try:
-        return text.encode(_ENCODING)
-    except UnicodeEncodeError:
-        return _SURROGATE.sub(_REPLACEMENT, text).encode(_ENCODING)
 
 
 def _plain_lines(text: str, head: int, end: int) -> tuple[bytes, int, int] | None:
@@ -87,23 +65,8 @@ def _plain_lines(text: str, head: int, end: int) -> tuple[bytes, int, int] | Non
         return None
     if CONTROL.search(text, head, end):
         return None
-    blob = _encode(text[head:end])
+    blob = encode(text[head:end])
     return blob, 0, len(blob)
-
-
-class OutputDropped(Exception):
-    """The log's text was dropped to stay under the output limit; only its counts remain."""
-
-
-class StreamManifest(TypedDict):
-    """One persisted stream: its file in the spill directory (None when empty) and its index."""
-
-    file: str | None
-    lines: int
-    bytes: int
-    chars: int
-    mark_lines: list[int]
-    mark_offsets: list[int]
 
 
 class LogManifest(TypedDict):
@@ -115,260 +78,6 @@ class LogManifest(TypedDict):
     run_ends: list[int]
 
 
-@dataclass(frozen=True)
-class Spill:
-    """Where and when a log moves its text to disk, and whom it tells about each write."""
-
-    directory: Path
-    """A private (0700) directory; the log creates its files (0600) there."""
-    threshold_bytes: int
-    """The log moves to disk before its streams would hold more than this many bytes in memory."""
-    on_write: Callable[[int], None]
-    """Called with the byte count of every write to disk, after it is written."""
-    prefix: str = ""
-    """How the names of the log's files begin (`recover` finds a log's files by it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TextBlock:
-    """Consecutive lines of one stream, joined by `\\n` (no trailing newline)."""
-
-    first: int
-    """0-based index of the first line."""
-    text: str
-    count: int
-    """How many lines `text` holds (at least one; "" is one empty line)."""
-
-
-_Buffer = bytes | bytearray
-
-
-class _MemoryBody:
-    """A stream's text in memory."""
-
-    __slots__ = ("data",)
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, blob: _Buffer | memoryview) -> None:
-        self.data += blob
-
-    def read(self, start: int, stop: int) -> _Buffer:
-        return self.data[start:stop]
-
-
-class FileBody:
-    """A stream's text in its spill file: written through one descriptor, read through fresh ones.
-
-    Opening per read means a worker thread never holds a descriptor that `remove` could close
-    and the system reuse; a read after `remove` finds no file and raises `OutputDropped`.
-    """
-
-    __slots__ = ("_fd", "path")
-
-    def __init__(self, directory: Path, prefix: str) -> None:
-        fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)  # mode 0600
-        self._fd: int | None = fd
-        self.path = Path(name)
-
-    @classmethod
-    def existing(cls, path: Path) -> FileBody:
-        """A finished file written by an earlier body (perhaps of another process): read-only."""
-        body = cls.__new__(cls)
-        body._fd, body.path = None, path
-        return body
-
-    def write(self, blob: _Buffer | memoryview) -> None:
-        assert self._fd is not None, "write after close"
-        view = memoryview(blob)
-        while view:
-            view = view[os.write(self._fd, view) :]
-
-    def read(self, start: int, stop: int) -> _Buffer:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise OutputDropped from None
-        try:
-            return os.pread(fd, stop - start, start)
-        finally:
-            os.close(fd)
-
-    def close(self) -> None:
-        """No more writes: release the descriptor; the file stays readable."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def remove(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
-
-
-class _LineStore:
-    """Completed lines of one stream: their UTF-8 text, each line ended by `\\n`, and marks.
-
-    Mark i says line `_mark_lines[i]` starts at byte `_mark_offsets[i]`. Marks sit at line 0
-    and at the first line start at or past `_MARK_BYTES` after the previous mark, so any line
-    starts less than `_MARK_BYTES` after the last mark at or before it. The last mark may name
-    the line that the next append will start.
-    """
-
-    __slots__ = ("_body", "_chars", "_extent", "_mark_lines", "_mark_offsets")
-
-    def __init__(self) -> None:
-        self._body: _MemoryBody | FileBody | None = _MemoryBody()
-        self._mark_lines = array("Q", [0])
-        self._mark_offsets = array("Q", [0])
-        self._extent = (0, 0)
-        """`(lines, bytes)` of completed text, published in one assignment after it is written."""
-        self._chars = 0
-
-    @classmethod
-    def restored(cls, directory: Path, manifest: StreamManifest) -> _LineStore:
-        """The store a persisted stream described: its text stays in its file until read."""
-        store = cls()
-        if manifest["file"] is not None:
-            store._body = FileBody.existing(directory / manifest["file"])
-        store._mark_lines = array("Q", manifest["mark_lines"])
-        store._mark_offsets = array("Q", manifest["mark_offsets"])
-        store._extent = (manifest["lines"], manifest["bytes"])
-        store._chars = manifest["chars"]
-        return store
-
-    @classmethod
-    def recovered(cls, path: Path) -> _LineStore:
-        """The completed lines in the file of a store whose process ended while it wrote (a last
-        line cut short by that end is not one)."""
-        store = cls()
-        store._body = FileBody.existing(path)
-        count = size = chars = 0
-        with open(path, "rb") as file:
-            blob = b""
-            while block := file.read(_BLOCK_BYTES):
-                blob += block
-                cut = blob.rfind(b"\n") + 1
-                lines = blob.count(b"\n", 0, cut)
-                store._mark(blob, 0, cut, count, size)
-                chars += len(blob[:cut].decode(_ENCODING, "replace")) - lines
-                count, size, blob = count + lines, size + cut, blob[cut:]
-        store._extent, store._chars = (count, size), chars
-        return store
-
-    def manifest(self) -> StreamManifest:
-        """What `restored` needs; the text must be in a file or empty."""
-        body = self._body
-        assert isinstance(body, FileBody) or not self.size(), "persist moves text to disk first"
-        return StreamManifest(
-            file=body.path.name if isinstance(body, FileBody) else None,
-            lines=self.count(),
-            bytes=self.size(),
-            chars=self._chars,
-            mark_lines=self._mark_lines.tolist(),
-            mark_offsets=self._mark_offsets.tolist(),
-        )
-
-    def count(self) -> int:
-        return self._extent[0]
-
-    def size(self) -> int:
-        return self._extent[1]
-
-    def chars(self) -> int:
-        """Characters of all lines, newlines not counted."""
-        return self._chars
-
-    @property
-    def on_disk(self) -> bool:
-        return isinstance(self._body, FileBody)
-
-    def append(self, blob: bytes, lo: int, hi: int, lines: int, chars: int) -> None:
-        """Store `lines` whole lines: `blob[lo:hi]`, their UTF-8 text with every `\\n`."""
-        body = self._body
-        assert body is not None, "append after drop"
-        count, size = self._extent
-        body.write(memoryview(blob)[lo:hi])
-        self._mark(blob, lo, hi, count, size)
-        self._chars += chars
-        self._extent = (count + lines, size + hi - lo)
-
-    def _mark(self, blob: bytes, lo: int, hi: int, count: int, size: int) -> None:
-        """Add the marks for the line starts after the first line of `blob[lo:hi]`.
-
-        Byte `lo` of the blob is byte `size` of the text. The last mark lies at or before
-        `size`, so the next one is past it: inside the blob, or at its end, where the next
-        line will start.
-        """
-        base = size - lo  # the text offset of blob position 0
-        target = self._mark_offsets[-1] + _MARK_BYTES
-        line, counted = count, lo
-        while target <= base + hi:
-            start = blob.find(b"\n", target - base - 1, hi) + 1  # the lines end with a newline
-            line += blob.count(b"\n", counted, start)
-            counted = start
-            # Offsets first: a reader that finds the line of a mark must find its offset.
-            self._mark_offsets.append(base + start)
-            self._mark_lines.append(line)
-            target = base + start + _MARK_BYTES
-
-    def to_disk(self, directory: Path, prefix: str) -> int:
-        """Move the text to a new spill file; returns the bytes written."""
-        memory = self._body
-        assert isinstance(memory, _MemoryBody), "only text in memory moves to disk"
-        body = FileBody(directory, prefix)
-        body.write(memory.data)
-        # Readers that took the memory body keep it; nothing changes it any more.
-        self._body = body
-        return len(memory.data)
-
-    def close(self) -> None:
-        if isinstance(self._body, FileBody):
-            self._body.close()
-
-    def drop(self) -> int:
-        """Throw the text away (counts and marks stay); returns the disk bytes freed."""
-        body, self._body = self._body, None
-        if isinstance(body, FileBody):
-            body.remove()
-            return self.size()
-        return 0
-
-    def _read(self, start: int, stop: int) -> _Buffer:
-        body = self._body
-        if body is None:
-            raise OutputDropped
-        return body.read(start, stop)
-
-    def offset(self, line: int) -> int:
-        """Where line `line` starts (0 <= line <= count()); the end of the text for line count()."""
-        count, size = self._extent
-        if line >= count:
-            return size
-        mark = bisect_right(self._mark_lines, line) - 1
-        skip = line - self._mark_lines[mark]
-        at = self._mark_offsets[mark]
-        if skip == 0:
-            return at
-        chunk = self._read(at, at + _MARK_BYTES)
-        return at + len(chunk) - len(chunk.split(b"\n", skip)[-1])
-
-    def blocks(self, lo: int, hi: int) -> Iterator[TextBlock]:
-        """Lines `lo` to `hi` (0-based, half-open, within count()) in blocks of about `_BLOCK_BYTES`."""
-        at, end = self.offset(lo), self.offset(hi)
-        line = lo
-        while at < end:
-            chunk = self._read(at, min(at + _BLOCK_BYTES, end))
-            cut = chunk.rfind(b"\n") + 1
-            if cut == 0:  # one line longer than a block: read to its end
-                chunk = self._read(at, self.offset(line + 1))
-                cut = len(chunk)
-            count = chunk.count(b"\n", 0, cut)
-            yield TextBlock(line, chunk[: cut - 1].decode(_ENCODING, "replace"), count)
-            line += count
-            at += cut
-
-
 class _Stream:
     """One appendable stream: its normalizer and its completed lines."""
 
@@ -376,7 +85,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.normalizer = TerminalNormalizer()
-        self.store = _LineStore()
+        self.store = LineStore()
         self.plain = True
         """No escape sequence ever began here, so the normalizer holds none back between chunks."""
 
@@ -476,7 +185,7 @@ class OutputLog:
         run_ends: list[int] = []
         for code, name in enumerate(APPENDABLE_STREAMS):
             found = sorted(directory.glob(f"{glob.escape(prefix)}{name}-*"))
-            store = _LineStore.recovered(found[0]) if found else _LineStore()
+            store = LineStore.recovered(found[0]) if found else LineStore()
             streams[name] = store.manifest()
             if store.count():
                 run_streams.append(code)
@@ -495,7 +204,7 @@ class OutputLog:
         """
         log = cls()
         for name, part in log._streams.items():
-            part.store = _LineStore.restored(directory, manifest["streams"][name])
+            part.store = LineStore.restored(directory, manifest["streams"][name])
         log._run_stream = array("B", manifest["run_streams"])
         log._run_first = array("Q", manifest["run_firsts"])
         log._run_ends = array("Q", manifest["run_ends"])
@@ -601,7 +310,7 @@ class OutputLog:
     def _complete(self, stream: StreamName, lines: list[str]) -> None:
         if lines:
             text = "\n".join(lines) + "\n"
-            blob = _encode(text)
+            blob = encode(text)
             self._store(stream, blob, 0, len(blob), len(text))
 
     def _store(self, stream: StreamName, blob: bytes, lo: int, hi: int, length: int) -> None:

@@ -26,7 +26,7 @@ from typing import Literal
 import regex
 
 from warmkernel.errors import WarmkernelError
-from warmkernel.execution.output_log import TextBlock
+from warmkernel.execution.line_store import TextBlock
 
 QueryMode = Literal["auto", "literal", "regex"]
 """How to read a query: `auto` is a regex if it compiles, else literal text."""

@@ -26,8 +26,8 @@ from typing import Any
 
 from warmkernel.execution.directive import kernel_source
 from warmkernel.execution.displays import Placement
-from warmkernel.execution.output_log import OutputDropped
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.execution.spill import OutputDropped
 from warmkernel.types import StreamName
 
 Output = dict[str, Any]

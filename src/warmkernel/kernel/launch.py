@@ -20,7 +20,7 @@ from jupyter_client.connect import write_connection_file
 
 from warmkernel.kernel import leftovers
 
-# Variables that would let the user's environment reach into the kernel or colour its text.
+# Questions that would let the user's environment reach into the kernel or colour its text.
 _DROPPED_ENV = ("PYTHONSTARTUP", "FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "JUPYTER_CONFIG_PATH")
 SECRET_ENV = ("WARMKERNEL_TOKEN", "WARMKERNEL_JUPYTER_TOKEN", "JUPYTER_TOKEN", "JUPYTER_TOKEN_FILE")
 """The tokens warmkernel holds (its own, a Jupyter server's it talks to, the owned server's):

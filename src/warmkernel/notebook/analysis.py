@@ -20,16 +20,13 @@ tests/unit/test_analysis.py:
   also a read. Mutations inside function bodies happen when the function is called, so
   they are reads only.
 - Builtins and IPython's injected names are not reads but `optional_reads`: a cell above
-  matters only if it shadows them. `$name` and `{name}` in shell commands and magic lines
-  are optional reads too, as IPython expands them only when the name exists.
-- `exec`, `eval`, `globals()`, `locals()`, `vars()`, star imports, `%run`, `%store`,
-  `%reset`, `%rerun` and `get_ipython().user_ns`/`run_cell`/`push` make a cell
+  matters only if it shadows them.
+- `exec`, `eval`, `globals()`, `locals()`, `vars()` and star imports make a cell
   conservative: it may read and define anything. So does a cell too deeply nested to
   analyse.
-- Magics: `%time`, `%prun` and the bodies of `%%time`, `%%prun`, `%%capture` are analysed
-  as code; `%timeit`/`%%timeit` as reads only, since their bindings do not persist. Other
-  cell magic bodies are opaque. `%%capture out` and `--out`/`--err` of script magics
-  (`%%bash --out v`) define names. `x?` is an optional read of x.
+- Magics and `!commands` do what `warmkernel.notebook.magics` says; the code a magic runs
+  is analysed as the cell's, and `%timeit`/`%%timeit`'s as reads only, since their bindings
+  do not persist.
 - A cell that does not parse has `syntax_error` set and everything else empty.
 """
 
@@ -44,6 +41,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from warmkernel.notebook.magics import magic_effect, opens_the_namespace
 
 MUTATING_METHODS = frozenset(
     {
@@ -82,22 +81,6 @@ _HISTORY_NAME = re.compile(r"_i?\d+")
 
 _BUILTIN_NAMES = frozenset(dir(builtins)) | IPYTHON_NAMES
 _CONSERVATIVE_CALLS = frozenset({"exec", "eval", "globals", "locals"})
-_CONSERVATIVE_MAGICS = frozenset({"run", "store", "reset", "reset_selective", "rerun"})
-_CONSERVATIVE_SHELL_ATTRS = frozenset({"user_ns", "user_global_ns", "run_cell", "ex", "ev", "push"})
-_HELP_MAGICS = frozenset({"pinfo", "pinfo2", "psource", "pdef", "pdoc", "pfile"})
-_CODE_MAGIC_VALUED_OPTIONS = {
-    "time": frozenset[str](),
-    "prun": frozenset({"-l", "-s", "-T", "-D"}),
-    "timeit": frozenset({"-n", "-r", "-p"}),
-}
-"""Magics whose argument is Python code, with the options that take a separate value."""
-_SCRIPT_MAGICS = frozenset({"bash", "sh", "script", "perl", "ruby", "python", "python2", "python3", "pypy"})
-_SCRIPT_OUTPUT = re.compile(r"--(?:out|err)\s+([^\W\d]\w*)")
-_OPTION = re.compile(r"\s*(--[\w-]+|-\w)(\S*)")
-_OPTION_VALUE = re.compile(r"\s+\S+")
-_IDENTIFIER = re.compile(r"\s*([^\W\d]\w*)")
-_INTERPOLATION = re.compile(r"(?<!\$)\$([^\W\d]\w*)|\{([^\W\d]\w*)[^{}]*\}")
-"""`$name`, `{name}` and `{name.attr}` as IPython's var_expand reads them; `$$` escapes."""
 _PROMPT = re.compile(r"^(?:>>>|In \[\d+\]:|\s*\.{3,}:)", re.MULTILINE)
 """Pasted prompts, which IPython strips even where the rest would parse as Python."""
 
@@ -161,35 +144,8 @@ def _is_builtin(name: str) -> bool:
     return name in _BUILTIN_NAMES or _HISTORY_NAME.fullmatch(name) is not None
 
 
-def _is_get_ipython(node: ast.expr) -> bool:
-    """`get_ipython()`, the receiver of every call IPython's transforms make."""
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "get_ipython"
-        and not node.args
-        and not node.keywords
-    )
-
-
 def _is_true(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
-
-
-def _text(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
-def _code_after_options(line: str, valued: frozenset[str]) -> str:
-    """`-n 10 -q f(x)` → `f(x)`: the code a code magic runs, after its options."""
-    pos = 0
-    while option := _OPTION.match(line, pos):
-        pos = option.end()
-        if option.group(1) in valued and not option.group(2) and (value := _OPTION_VALUE.match(line, pos)):
-            pos = value.end()
-    return line[pos:].strip()
 
 
 ScopeKind = Literal["module", "class", "function", "comprehension", "type_params"]
@@ -529,7 +485,7 @@ class _CellVisitor(ast.NodeVisitor):
         self.visit(node.value)
         if not isinstance(node.ctx, ast.Load):
             self._hint(node.value)
-        elif node.attr in _CONSERVATIVE_SHELL_ATTRS and _is_get_ipython(node.value):
+        elif opens_the_namespace(node):
             self._conservative = True
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -592,44 +548,17 @@ class _CellVisitor(ast.NodeVisitor):
     # IPython
 
     def _magic(self, node: ast.Call) -> bool:
-        """Read a call that IPython's transforms made of a magic or `!command`; True if handled."""
-        match _shell_call(node):
-            case "run_line_magic", [name, line]:
-                self._line_magic(name, line)
-            case "run_cell_magic", [name, line, body]:
-                self._cell_magic(name, line, body)
-            case "system" | "getoutput", [command]:
-                self._interpolated(command)
-            case _:
-                return False
+        """Apply a call that IPython's transforms made of a magic or `!command`; True if it is one."""
+        effect = magic_effect(node)
+        if effect is None:
+            return False
+        self._conservative |= effect.conservative
+        self._optional.update(name for name in effect.mentions if self._resolve(name) != "local")
+        if effect.code is not None:
+            self._code(effect.code, persists=effect.persists)
+        for name in effect.binds:
+            self._bind(name)
         return True
-
-    def _line_magic(self, name: str, line: str) -> None:
-        if name in _CONSERVATIVE_MAGICS:
-            self._conservative = True
-        elif name in _HELP_MAGICS:
-            if (target := _IDENTIFIER.match(line)) and self._resolve(target.group(1)) != "local":
-                self._optional.add(target.group(1))
-        elif name in _CODE_MAGIC_VALUED_OPTIONS:
-            self._code(_code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name]), persists=name != "timeit")
-        else:
-            self._interpolated(line)
-
-    def _cell_magic(self, name: str, line: str, body: str) -> None:
-        if name == "capture":
-            self._code(body)
-            if output := _capture_output(line):
-                self._bind(output)
-        elif name == "timeit":  # the line after the options is setup code
-            setup = _code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name])
-            self._code(f"{setup}\n{body}", persists=False)
-        elif name in _CODE_MAGIC_VALUED_OPTIONS:
-            self._code(body)
-        else:
-            self._interpolated(line)
-            if name in _SCRIPT_MAGICS:
-                for output in _SCRIPT_OUTPUT.finditer(line):
-                    self._bind(output.group(1))
 
     def _code(self, source: str, *, persists: bool = True) -> None:
         """Analyse code a magic runs in the user namespace, in this cell's state."""
@@ -643,12 +572,6 @@ class _CellVisitor(ast.NodeVisitor):
         defines = set(self._defines)
         self._maybe(lambda: self._visit_all(tree.body))
         self._defines = defines
-
-    def _interpolated(self, text: str) -> None:
-        for match in _INTERPOLATION.finditer(text):
-            name = match.group(1) or match.group(2)
-            if self._resolve(name) != "local":
-                self._optional.add(name)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -673,35 +596,8 @@ def unconditional_binds(source: str) -> frozenset[str]:
         elif isinstance(statement, ast.AnnAssign | ast.AugAssign) and isinstance(statement.target, ast.Name):
             found.add(statement.target.id)
         elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-            found |= _magic_binds(statement.value)
+            effect = magic_effect(statement.value)
+            if effect is not None and effect.code is not None and effect.persists:
+                found |= unconditional_binds(effect.code) | set(effect.binds)
     found.discard("*")
     return frozenset(found)
-
-
-def _capture_output(line: str) -> str | None:
-    """The name `%%capture`'s line binds its output to, if it names one."""
-    return next((word for word in line.split() if not word.startswith("-")), None)
-
-
-def _shell_call(node: ast.Call) -> tuple[str, list[str]] | None:
-    """`get_ipython().METHOD("text", ...)`, as IPython's transforms write a magic or `!command`:
-    the method and its texts; None for any other call."""
-    func = node.func
-    if not isinstance(func, ast.Attribute) or not _is_get_ipython(func.value) or node.keywords:
-        return None
-    texts = [text for arg in node.args if (text := _text(arg)) is not None]
-    return (func.attr, texts) if len(texts) == len(node.args) else None
-
-
-def _magic_binds(call: ast.Call) -> frozenset[str]:
-    """What a magic whose code runs in the user namespace always binds (see `unconditional_binds`)."""
-    match _shell_call(call):
-        case "run_line_magic", [("time" | "prun") as name, line]:
-            return unconditional_binds(_code_after_options(line, _CODE_MAGIC_VALUED_OPTIONS[name]))
-        case "run_cell_magic", ["capture", line, body]:
-            output = _capture_output(line)
-            return unconditional_binds(body) | ({output} if output else set())
-        case "run_cell_magic", [("time" | "prun"), _, body]:
-            return unconditional_binds(body)
-        case _:
-            return frozenset()

@@ -318,7 +318,7 @@ def reset_reply(killed: ExecutionRecord | None, kernel: KernelInfo, workspace: P
 
 
 JOINED_VARIABLES = 12
-"""Variables a joined-kernel note names; list_python_variables shows them all."""
+"""Questions a joined-kernel note names; list_python_variables shows them all."""
 
 
 def joined_reply(

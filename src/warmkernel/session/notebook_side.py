@@ -36,9 +36,9 @@ from warmkernel.notebook.runner import run_cells
 from warmkernel.notebook.staleness import FileStamp, evaluate, select_cell, select_cells
 from warmkernel.replies import refusals
 from warmkernel.session.admission import Admission
+from warmkernel.session.questions import Questions
 from warmkernel.session.running import ExecutionTracker
 from warmkernel.session.slot import KernelSlot
-from warmkernel.session.variables import Variables
 from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionNumber, Generation
 from warmkernel.workspace import Workspace
@@ -57,7 +57,7 @@ class NotebookSide:
         workspace: Workspace,
         slot: KernelSlot,
         admission: Admission,
-        variables: Variables,
+        questions: Questions,
         tg: anyio.abc.TaskGroup,
         on_bind: Callable[[Path], None],
     ) -> None:
@@ -66,7 +66,7 @@ class NotebookSide:
         self._workspace = workspace
         self._slot = slot
         self._admission = admission
-        self._variables = variables
+        self._questions = questions
         self._tg = tg
         self._on_bind = on_bind
         self.binding: NotebookBinding | None = None
@@ -149,7 +149,7 @@ class NotebookSide:
         """Tell the kernel-side notebook helper (loaded on first use) that `cell` runs next as `number`.
         The caller holds the admission turn."""
         code, expression = self._bound().begin_request(cell, number)
-        answer = await self._variables.evaluate_silently(kernel, expression, "notebook cell start", code)
+        answer = await self._questions.evaluate_silently(kernel, expression, "notebook cell start", code)
         return _notebook_answer(answer)
 
     def start_run(
@@ -184,7 +184,7 @@ class NotebookSide:
                 return True
             expression, numbers = request
             kernel = await self._slot.ready()
-            answer = await self._variables.evaluate_silently(kernel, expression, "notebook facts")
+            answer = await self._questions.evaluate_silently(kernel, expression, "notebook facts")
             binding.absorb(_notebook_answer(answer), numbers)
         return True
 
@@ -198,7 +198,7 @@ class NotebookSide:
                 return {path: known[path] for path in paths if path in known}
             kernel = await self._slot.ready()
             expression = kernel_stamps_expression(paths, known)
-            answer = await self._variables.evaluate_silently(kernel, expression, "file stamps")
+            answer = await self._questions.evaluate_silently(kernel, expression, "file stamps")
         return read_kernel_stamps(_notebook_answer(answer))
 
     def _run_done(self) -> None:

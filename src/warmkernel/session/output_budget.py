@@ -15,8 +15,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from warmkernel.execution.output_log import Spill
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.execution.spill import Spill
 from warmkernel.types import ExecutionNumber
 
 log = logging.getLogger(__name__)

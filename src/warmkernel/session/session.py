@@ -3,7 +3,7 @@
 Both faces (MCP tools and CLI verbs) call these methods; nothing else changes this state. The
 rooms have one job each: `KernelSlot` (the kernel across generations), `RecordBook` (numbering,
 selection, the journal), `Admission` (may a cell start now?), `ExecutionTracker` (the running
-cell), `Variables` (questions to the kernel), `NotebookSide`, `Exports`, `Notices`, and an
+cell), `Questions` (questions to the kernel), `NotebookSide`, `Exports`, `Notices`, and an
 `IdleClock`. This class sends cells, watches the kernel's life, and hands out the rest.
 """
 
@@ -23,10 +23,10 @@ import anyio
 import anyio.abc
 
 from warmkernel.execution.charts import Charts
-from warmkernel.execution.output_log import OutputDropped
 from warmkernel.execution.record import ExecutionRecord, WaitEnd
 from warmkernel.execution.search import QueryMode, SearchResult, compile_query, search
 from warmkernel.execution.selection import Selection
+from warmkernel.execution.spill import OutputDropped
 from warmkernel.execution.submission import Submission, parse_cell
 from warmkernel.idle import IdleClock
 from warmkernel.kernel import inspector
@@ -47,10 +47,10 @@ from warmkernel.session.exports import Exports
 from warmkernel.session.journal import ALIVE_EVERY_S, WRITE_THROUGH_AFTER_S, Journal
 from warmkernel.session.notebook_side import NotebookSide
 from warmkernel.session.notices import Notices
+from warmkernel.session.questions import Questions
 from warmkernel.session.records import OutputSelection, RecordBook
 from warmkernel.session.running import ExecutionTracker
 from warmkernel.session.slot import KernelSlot
-from warmkernel.session.variables import Variables
 from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionState, ExportFormat, Generation, KernelState, ReadableStream
 from warmkernel.workspace import Workspace
@@ -119,9 +119,9 @@ class Session:
             on_move=self._announce,
             generation=Generation(max((record.generation for record in restored), default=0)),
         )
-        self._variables = Variables(name, settings, self._slot, self._admission, self.notices)
+        self._questions = Questions(name, settings, self._slot, self._admission, self.notices)
         self._notebook = NotebookSide(
-            name, settings, workspace, self._slot, self._admission, self._variables, tg, self._notebook_bound
+            name, settings, workspace, self._slot, self._admission, self._questions, tg, self._notebook_bound
         )
         self._exports = Exports(workspace, self._book, self._notebook, self._admission)
         self.on_notebook_change: Callable[[Path], object] | None = None
@@ -577,11 +577,11 @@ class Session:
 
     async def list_variables(self, *, include_imports: bool = False) -> VariableListing:
         """The user's variables: type, size, shape or length, and the execution that bound them."""
-        return await self._variables.list(include_imports=include_imports)
+        return await self._questions.list(include_imports=include_imports)
 
     async def inspect_variable(self, name: str) -> Summary:
         """A bounded typed summary of a name or dotted attribute path (nothing else is evaluated)."""
-        return await self._variables.inspect(name)
+        return await self._questions.inspect(name)
 
     # -- notebook ----------------------------------------------------------------------------
 

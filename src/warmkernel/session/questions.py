@@ -1,4 +1,4 @@
-"""Variables: questions to the kernel, asked silently, and the inspection helper's answers read once.
+"""Questions to the kernel, asked silently (variables, notebook facts), and the helper's answers, read once.
 
 A question leaves no trace in the kernel (no `In`, `Out` or history). While a cell runs it is
 asked in a subshell where the kernel has them (ipykernel 7), else refused `busy`. Every question
@@ -32,7 +32,7 @@ INSPECT_GIVE_UP_S = 5.0
 """Past the interrupt plus this, the question is given up (and a silent kernel replaced)."""
 
 
-class Variables:
+class Questions:
     """The questions one kernel is asked beside its cells: variables, and the notebook's facts."""
 
     def __init__(

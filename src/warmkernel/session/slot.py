@@ -45,6 +45,13 @@ _MOVES: dict[KernelState, tuple[frozenset[KernelState], str]] = {
 """Where each state may go, and the sentence that refuses any other move."""
 
 
+def check_move(current: KernelState, to: KernelState) -> None:
+    """Refuse a move the table does not allow, saying why (our bug, never a caller's)."""
+    allowed, refusal = _MOVES[current]
+    if to not in allowed:
+        raise RuntimeError(f"the kernel cannot go from {current.value} to {to.value}: {refusal}")
+
+
 class KernelSlot:
     """At most one kernel, its generation and its state; the session's only way to change kernels.
 
@@ -235,9 +242,7 @@ class KernelSlot:
             self._on_ready(kernel)
 
     def _move(self, to: KernelState) -> None:
-        allowed, refusal = _MOVES[self.state]
-        if to not in allowed:
-            raise RuntimeError(f"the kernel cannot go from {self.state.value} to {to.value}: {refusal}")
+        check_move(self.state, to)
         self.state = to
         self._moved.set()
         self._moved = anyio.Event()

@@ -93,7 +93,7 @@ class Access:
 
     cookie_name: str
     pending: set[str] = field(default_factory=set)
-    sessions: set[str] = field(default_factory=set)
+    cookies: set[str] = field(default_factory=set)
 
     def new_token(self) -> str:
         token = secrets.token_urlsafe(32)
@@ -106,13 +106,13 @@ class Access:
             return None
         self.pending.discard(token)
         cookie = secrets.token_urlsafe(32)
-        self.sessions.add(cookie)
+        self.cookies.add(cookie)
         return cookie
 
     def admits(self, cookie_header: str) -> bool:
         # Starlette's lenient parser: other sites' odd cookies on this host must not hide ours.
         given = cookie_parser(cookie_header).get(self.cookie_name, "")
-        return any(secrets.compare_digest(given, known) for known in self.sessions)
+        return any(secrets.compare_digest(given, known) for known in self.cookies)
 
 
 class _Guard:

@@ -82,9 +82,9 @@ def test_bad_selection_is_invalid_executions_with_the_valid_form(text: str, why:
 
 def test_the_tool_parameter_takes_a_selection_a_number_or_nothing() -> None:
     tool = TOOLS_BY_NAME["export_python_executions"]
-    assert tool.parse({"executions": "2,4-5"})["executions"] == ((2, 2), (4, 5))
-    assert tool.parse({"executions": 3})["executions"] == ((3, 3),)
-    assert tool.parse({})["executions"] is None
+    assert tool.parse({"executions": "2,4-5"}).executions == ((2, 2), (4, 5))
+    assert tool.parse({"executions": 3}).executions == ((3, 3),)
+    assert tool.parse({}).executions is None
     for bad in (0, True, [1, 2], "x"):
         with pytest.raises(WarmkernelError) as caught:
             tool.parse({"executions": bad})

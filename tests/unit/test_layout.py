@@ -20,9 +20,7 @@ MODULE_LINES = 650
 INSIDE = Path("kernel", "inside")
 INSIDE_LINES = 900
 
-OVER_THE_LIMIT = {
-    Path("tools", "catalog.py"): "the catalog of declarations is being split",
-}
+OVER_THE_LIMIT: dict[Path, str] = {}
 """Modules over their limit today, with the work that brings each under it."""
 
 MODULES = sorted(path.relative_to(PACKAGE) for path in PACKAGE.rglob("*.py"))

@@ -24,8 +24,8 @@ from warmkernel.daemon.client import ToolOutcome, open_daemon
 from warmkernel.daemon.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.submission import parse_cell
-from warmkernel.tools.catalog import NOTEBOOK
 from warmkernel.tools.kinds import Param, Tool, Verb
+from warmkernel.tools.params import NOTEBOOK
 
 RUN = "run_python"
 INPUT = "send_python_input"

@@ -40,14 +40,27 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
+from warmkernel.faces.handlers import (
+    interrupt_python,
+    list_python_variables,
+    notebook_status,
+    search_python_output,
+)
 from warmkernel.faces.http_server import Endpoint, security_settings, serve_asgi
-from warmkernel.replies.cell_states import notebook_status_reply
-from warmkernel.replies.page import execution_detail, execution_page, image, kernel_facts, output_window
-from warmkernel.replies.reads import dropped_reply, search_reply
-from warmkernel.replies.status import interrupt_reply
-from warmkernel.replies.variables import variables_reply
+from warmkernel.faces.registry import KernelCall
+from warmkernel.replies.page import (
+    LINE_MAX_CHARS,
+    execution_detail,
+    execution_page,
+    image,
+    kernel_facts,
+    output_window,
+)
 from warmkernel.session.session import Session
-from warmkernel.tools.catalog import TOOLS_BY_NAME
+from warmkernel.tools.cell_tools import INTERRUPT_PYTHON
+from warmkernel.tools.kernel_tools import LIST_PYTHON_VARIABLES
+from warmkernel.tools.notebook_tools import NOTEBOOK_STATUS
+from warmkernel.tools.record_tools import SEARCH_PYTHON_OUTPUT
 
 KernelsByName = Callable[[], Mapping[str, Session]]
 """The daemon's kernels by name, as they are now (the page lists what this returns)."""
@@ -80,7 +93,7 @@ class Access:
 
     cookie_name: str
     pending: set[str] = field(default_factory=set)
-    sessions: set[str] = field(default_factory=set)
+    cookies: set[str] = field(default_factory=set)
 
     def new_token(self) -> str:
         token = secrets.token_urlsafe(32)
@@ -93,13 +106,13 @@ class Access:
             return None
         self.pending.discard(token)
         cookie = secrets.token_urlsafe(32)
-        self.sessions.add(cookie)
+        self.cookies.add(cookie)
         return cookie
 
     def admits(self, cookie_header: str) -> bool:
         # Starlette's lenient parser: other sites' odd cookies on this host must not hide ours.
         given = cookie_parser(cookie_header).get(self.cookie_name, "")
-        return any(secrets.compare_digest(given, known) for known in self.sessions)
+        return any(secrets.compare_digest(given, known) for known in self.cookies)
 
 
 class _Guard:
@@ -210,9 +223,16 @@ def _whole(request: Request, name: str, default: int) -> int:
 
 @dataclass
 class _Api:
-    """The handlers: each reads one kernel's session and hands what it gets to `present`."""
+    """The routes: each reads one kernel's session. Those a tool mirrors call its handler, with
+    the kernel's own reply settings, and answer with its facts; the others hand what the session
+    gives to the page's facts (`replies/page.py`)."""
 
     kernels: KernelsByName
+
+    def _call(self, request: Request) -> KernelCall:
+        """A call on the kernel the route names, as the tools' handlers take it."""
+        session = self._session(request)
+        return KernelCall(session, session.settings)
 
     def _session(self, request: Request) -> Session:
         name = request.path_params["kernel"]
@@ -291,9 +311,9 @@ class _Api:
         return Response(data, media_type=mime)
 
     async def search(self, request: Request) -> Response:
-        """The search of `search_python_output`, with the same checks, on the combined stream."""
-        tool = TOOLS_BY_NAME["search_python_output"]
-        given: dict[str, Any] = {"execution": request.path_params["n"]}
+        """`search_python_output`, with the same checks, on the combined stream; lines clipped as
+        the page's windows clip them."""
+        given: dict[str, Any] = {"execution": request.path_params["n"], "max_chars": LINE_MAX_CHARS}
         for name in ("query", "query_mode"):
             if name in request.query_params:
                 given[name] = request.query_params[name]
@@ -302,51 +322,37 @@ class _Api:
                 if name in request.query_params:
                     given[name] = _whole(request, name, 0)
             given["ignore_case"] = request.query_params.get("ignore_case") in ("1", "true")
-            args = tool.parse(given)
-            found = await self._session(request).search_output(
-                args["execution"],
-                args["stream"],
-                args["query"],
-                args["query_mode"],
-                args["ignore_case"],
-                args["context_before"],
-                args["context_after"],
-                args["max_matches"],
-            )
+            args = SEARCH_PYTHON_OUTPUT.parse(given)
+            reply = await search_python_output(self._call(request), args)
         except WarmkernelError as exc:
             return _error(exc)
-        if found.result is None:
-            return JSONResponse(dropped_reply(found.record).data)
-        session = self._session(request)
-        reply = search_reply(
-            found.record, args["stream"], args["query"], found.result, 2000, session.settings.read_max_chars
-        )
         return JSONResponse(reply.data)
 
     async def variables(self, request: Request) -> Response:
         try:
-            listing = await self._session(request).list_variables()
+            reply = await list_python_variables(self._call(request), LIST_PYTHON_VARIABLES.parse({}))
         except WarmkernelError as exc:
             return _error(exc)
-        return JSONResponse(variables_reply(listing).data)
+        return JSONResponse(reply.data)
 
     async def notebook(self, request: Request) -> Response:
+        """`notebook_status` of the notebook bound to the kernel, with its text; null without one."""
         try:
-            session = self._session(request)
-            path = session.bound_notebook
+            call = self._call(request)
+            path = call.session.bound_notebook
             if path is None:
                 return JSONResponse({"notebook": None})
-            reply = notebook_status_reply(await session.notebook_status(path), session.settings)
+            reply = await notebook_status(call, NOTEBOOK_STATUS.parse({"path": path}))
         except WarmkernelError as exc:
             return _error(exc)
         return JSONResponse(reply.data | {"text": reply.text})
 
     async def interrupt(self, request: Request) -> Response:
         try:
-            session = self._session(request)
+            reply = await interrupt_python(self._call(request), INTERRUPT_PYTHON.parse({}))
         except WarmkernelError as exc:
             return _error(exc)
-        return JSONResponse(interrupt_reply(session.interrupt()).data)
+        return JSONResponse(reply.data)
 
 
 async def _any_change(sessions: list[Session]) -> None:

@@ -1,10 +1,12 @@
-"""The vocabulary of a tool declaration: parameter kinds, `Param`, `Spelling`, `Verb`, `Tool`.
+"""The vocabulary of a tool declaration: parameter kinds, `Param`, `Spelling`, `arg`, `Verb`, `Tool`.
 
-From a `Param` come its MCP input schema (`Param.json_schema`), its argument check
-(`Param.check`) and its command-line spelling (`Spelling`, read by the CLI); from a `Tool` come
-the tool's input schema, the check of a whole call (`Tool.parse`) and its verbs (`Verb`).
-The declarations themselves are in `tools/catalog.py`. Pure data and checks: the CLI imports this
-module, so it loads nothing of the server (no MCP SDK, session or kernel).
+A tool's arguments are a frozen dataclass (`@arguments`) whose fields declare its parameters
+(`arg`): each field names its parameter, so the names are written once. From a `Param` come its
+MCP input schema (`Param.json_schema`), its argument check (`Param.check`) and its command-line
+spelling (`Spelling`, read by the CLI); from a `Tool` come the tool's input schema, the check of
+a whole call into its arguments (`Tool.parse`) and its verbs (`Verb`). The declarations themselves
+are in `tools/catalog.py`. Pure data and checks: the CLI imports this module, so it loads nothing
+of the server (no MCP SDK, session or kernel).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import Field, dataclass, field, fields, is_dataclass
+from typing import Any, Generic, Literal, TypeVar, dataclass_transform, overload
 
 from warmkernel.errors import ErrorCode, WarmkernelError
 from warmkernel.execution.selection import Selection, parse_selection
@@ -30,6 +32,11 @@ WAIT = "{wait}"
 MAX_PATH_CHARS = 200
 _PATH = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 """An identifier, or identifiers joined by dots (`df`, `df.columns`, `model.config`)."""
+
+
+class DeclarationError(TypeError):
+    """A tool, its arguments or its handler is declared wrongly: our bug, raised when the module that
+    declares it is imported (never a caller's mistake, which is a `WarmkernelError`)."""
 
 
 def check_path(name: str) -> str:
@@ -326,6 +333,66 @@ class Param:
 
 
 @dataclass(frozen=True)
+class _Unnamed:
+    """A parameter declared by a field of a tool's arguments, which gives it its name."""
+
+    kind: Kind
+    description: str
+    default: Any
+    cli: Spelling
+
+    def named(self, name: str) -> Param:
+        return Param(name, self.kind, self.description, self.default, self.cli)
+
+
+_DECLARES = "warmkernel.tools.param"
+"""The key of a field's metadata that holds the parameter it declares."""
+
+
+@overload
+def arg(declared: Param, /) -> Any: ...
+@overload
+def arg(declared: Kind, /, description: str, default: Any = REQUIRED, cli: Spelling = Spelling()) -> Any: ...
+def arg(
+    declared: Param | Kind, /, description: str = "", default: Any = REQUIRED, cli: Spelling = Spelling()
+) -> Any:
+    """A field of a tool's arguments, declaring its parameter: a shared `Param` (the field takes its
+    name), or one of this kind, description, default and spelling, named by the field."""
+    param = declared if isinstance(declared, Param) else _Unnamed(declared, description, default, cli)
+    metadata = {_DECLARES: param}
+    if param.default is REQUIRED:
+        return field(metadata=metadata)
+    return field(default=param.default, metadata=metadata)
+
+
+T = TypeVar("T")
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(arg,))
+def arguments(cls: type[T]) -> type[T]:
+    """A tool's arguments, as its handler gets them: a frozen, keyword-only dataclass whose fields,
+    in order, each declare one parameter with `arg`."""
+    return dataclass(frozen=True, kw_only=True)(cls)
+
+
+def _declared(owner: type, each: Field[Any]) -> Param:
+    """The parameter a field of a tool's arguments declares, named by the field."""
+    declared = each.metadata.get(_DECLARES)
+    if declared is None:
+        raise DeclarationError(
+            f"{owner.__name__}.{each.name} declares no parameter; write it as {each.name}: TYPE = arg(...)"
+        )
+    if isinstance(declared, _Unnamed):
+        return declared.named(each.name)
+    if declared.name != each.name:
+        raise DeclarationError(
+            f"{owner.__name__}.{each.name} is declared as the parameter {declared.name!r}; a field has its "
+            "parameter's name"
+        )
+    return declared
+
+
+@dataclass(frozen=True)
 class Annotations:
     """MCP tool annotations as plain data (the world a tool touches is always closed)."""
 
@@ -354,11 +421,18 @@ class Verb:
         return " ".join(self.words)
 
 
+A = TypeVar("A")
+"""A tool's arguments (an `@arguments` class)."""
+
+
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[A]):
+    """One tool, declared once: what `tools/list` says of it, its arguments, and its CLI verbs."""
+
     name: str
     description: str
-    params: tuple[Param, ...]
+    args: type[A]
+    """What `parse` returns: the `@arguments` class whose fields declare the parameters, in order."""
     annotations: Annotations
     verbs: tuple[Verb, ...]
     output: Mapping[str, JsonType] = field(default_factory=dict)
@@ -367,13 +441,21 @@ class Tool:
     starts_daemon: bool = False
     """Its verbs start the workspace's daemon when none is live (they act); the others only look
     at a live one, and without one say so and start nothing."""
+    params: tuple[Param, ...] = field(init=False)
+    """One per field of `args`, in order, named by it."""
+
+    def __post_init__(self) -> None:
+        if not is_dataclass(self.args):
+            raise DeclarationError(f"{self.name}'s args must be an @arguments class, not {self.args!r}")
+        params = tuple(_declared(self.args, each) for each in fields(self.args))
+        object.__setattr__(self, "params", params)  # derived once, here: the dataclass is frozen
 
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of the structured result (also every reply's one-time `notice`)."""
-        fields = {**self.output, "notice": "string"}
+        facts = {**self.output, "notice": "string"}
         return {
             "type": "object",
-            "properties": {name: {"type": [kind, "null"]} for name, kind in fields.items()},
+            "properties": {name: {"type": [kind, "null"]} for name, kind in facts.items()},
         }
 
     def describe(self, wait: str) -> str:
@@ -391,8 +473,9 @@ class Tool:
             schema["required"] = required
         return schema
 
-    def parse(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Check every argument and fill in defaults; unknown or missing ones are `invalid_arguments`."""
+    def parse(self, arguments: Mapping[str, Any]) -> A:
+        """The call's arguments, each checked and the omitted ones filled with their defaults; unknown
+        or missing ones are `invalid_arguments`."""
         known = {p.name for p in self.params}
         unknown = sorted(set(arguments) - known)
         if unknown:
@@ -409,4 +492,4 @@ class Tool:
                 raise WarmkernelError("invalid_arguments", f"{self.name} needs the parameter {param.name}")
             else:
                 values[param.name] = param.default
-        return values
+        return self.args(**values)

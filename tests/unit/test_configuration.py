@@ -247,3 +247,16 @@ def test_summarizers_that_are_not_module_colon_function_strings_are_invalid_conf
 def test_stop_works_whatever_the_configuration_says(workspace: Path) -> None:
     (workspace / "warmkernel.toml").write_text("not toml at all")
     assert configure(build_parser(), ["stop", "--all"]).all is True
+
+
+@pytest.mark.parametrize("text", ["save_outputs = true\n", "add_ipykernel = false\n"])
+def test_a_switch_configured_to_its_default_starts_a_daemon_that_states_what_was_asked(
+    workspace: Path, text: str
+) -> None:
+    from warmkernel.cli.options import asked_kernel_options, daemon_flags, kernel_options_of, settings_from
+
+    (workspace / "warmkernel.toml").write_text(text)
+    args = configure(build_parser(), ["run", "1"])
+    daemon = configure(build_parser(), ["daemon", *daemon_flags(args)])
+    stated = kernel_options_of(settings_from(daemon))
+    assert {field: stated[field] for field in asked_kernel_options(args)} == asked_kernel_options(args)

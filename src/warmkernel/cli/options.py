@@ -464,7 +464,8 @@ def daemon_flags(args: argparse.Namespace) -> list[str]:
         for value in (getattr(args, option.field) if option.repeat else [getattr(args, option.field)])
         for item in (option.flag, str(value))
     ]
-    flags += [switch.flag for switch in _SWITCHES if getattr(args, switch.field, None) is not None]
+    # A switch set to its default (`save_outputs = true` in a file) is no flag: given, it would invert it.
+    flags += [switch.flag for switch in _SWITCHES if getattr(args, switch.field, None) == switch.value]
     if getattr(args, "idle_stop", None) is not None:
         flags += ["--idle-stop", f"{args.idle_stop:g}"]
     if getattr(args, "state_dir", None) is not None:

@@ -260,3 +260,24 @@ def test_a_switch_configured_to_its_default_starts_a_daemon_that_states_what_was
     daemon = configure(build_parser(), ["daemon", *daemon_flags(args)])
     stated = kernel_options_of(settings_from(daemon))
     assert {field: stated[field] for field in asked_kernel_options(args)} == asked_kernel_options(args)
+
+
+SIZE_FLAGS = (
+    "--max-output-bytes",
+    "--max-cell-output-bytes",
+    "--max-kernel-memory",
+    "--spill-threshold-bytes",
+    "--max-image-bytes",
+)
+
+
+@pytest.mark.parametrize("flag", SIZE_FLAGS)
+def test_every_byte_size_takes_8g_style_sizes_in_flags_files_and_variables(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
+    setting = next(setting for setting in SETTINGS if setting.flag == flag)
+    assert getattr(configure(build_parser(), ["mcp", flag, "8G"]), setting.dest) == 8 << 30
+    (workspace / "warmkernel.toml").write_text(f'{setting.name} = "512M"\n')
+    assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 512 << 20
+    monkeypatch.setenv(setting.variable, "1.5K")
+    assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 1536

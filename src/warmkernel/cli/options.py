@@ -69,6 +69,14 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _positive_size(text: str) -> int:
+    """A size of 1 byte or more."""
+    size = _size(text)
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {size}")
+    return size
+
+
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds."""
     try:
@@ -151,8 +159,8 @@ _OPTIONS = (
         "--max-output-bytes",
         "max_output_bytes",
         "cap on spilled output; past it the oldest finished executions' output is dropped (and says so)",
-        "BYTES",
-        _positive,
+        "SIZE",
+        _positive_size,
     ),
     _Option(
         "--max-cell-output-bytes",
@@ -174,8 +182,8 @@ _OPTIONS = (
         "--spill-threshold-bytes",
         "spill_threshold_bytes",
         "an execution's output moves from memory to private files past this size",
-        "BYTES",
-        _count,
+        "SIZE",
+        _size,
     ),
     _Option(
         "--spare-kernels",
@@ -296,7 +304,7 @@ _OPTIONS = (
         "NB",
     ),
     _Option("--max-images", "max_images_per_reply", "images one reply shows; the rest named", "N", _count),
-    _Option("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "BYTES", _count),
+    _Option("--max-image-bytes", "max_image_bytes", "larger images are named, not shown", "SIZE", _size),
 )
 
 
@@ -438,7 +446,14 @@ def describe_kernel_option(field: str, value: Any) -> str:
         return f"no {option.flag}"
     if option.repeat:
         return " ".join(f"{option.flag} {item}" for item in value)
-    return f"{option.flag} {format_size(value) if option.type is _size else shown_default(value)}"
+    sized = option.type in (_size, _positive_size)
+    return f"{option.flag} {_size_word(value) if sized else shown_default(value)}"
+
+
+def _size_word(size: int) -> str:
+    """A size as a flag takes it: `8G` when that is exact, else its bytes (3000, not 2.9K)."""
+    short = format_size(size)
+    return short if parse_size(short) == size else str(size)
 
 
 def kernel_options_of(settings: Settings) -> dict[str, Any]:

@@ -281,3 +281,14 @@ def test_every_byte_size_takes_8g_style_sizes_in_flags_files_and_variables(
     assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 512 << 20
     monkeypatch.setenv(setting.variable, "1.5K")
     assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 1536
+
+
+def test_config_shows_an_empty_list_as_a_dash_whatever_its_default(workspace: Path) -> None:
+    from warmkernel.cli.config_verb import describe, effective
+
+    args = configure(build_parser(), ["config"])
+    lines = describe(effective(args.settings, args.configuration), []).splitlines()
+    shown = {
+        line.split()[0]: line.split()[1] for line in lines[1:] if line.strip() and not line.startswith(" ")
+    }
+    assert (shown["kernel_env"], shown["jupyter_header"], shown["allowed_host"]) == ("-", "-", "-")

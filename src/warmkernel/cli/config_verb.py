@@ -66,6 +66,6 @@ def _text(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return ", ".join(str(item) for item in value) or "-"  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     return str(value)

@@ -9,13 +9,18 @@ from typing import Any
 
 import pytest
 
-from warmkernel.cli.configured import CONFIGURABLE_VERBS, PER_RUN_FLAGS, configure, declared_settings
+from warmkernel.cli.configured import configure
 from warmkernel.cli.options import add_server_options
 from warmkernel.cli.parser import build_parser
 from warmkernel.errors import WarmkernelError
-from warmkernel.settings.layers import Setting
+from warmkernel.settings.catalog import CONFIGURABLE
+from warmkernel.settings.kinds import Size
+from warmkernel.settings.setting import Setting
 
-SETTINGS = declared_settings(build_parser())
+SETTINGS = CONFIGURABLE
+CONFIGURABLE_VERBS = ("mcp", "serve", "start")
+PER_RUN_FLAGS = frozenset({"--help", "--daemon", "--json", "--timeout", "--kernel", "--ephemeral"})
+"""Flags of those verbs that choose what one command does, not how warmkernel is set up."""
 
 
 @pytest.fixture
@@ -44,14 +49,14 @@ def _sample(setting: Setting) -> tuple[list[str], str]:
         word = str(setting.choices[-1])
     else:
         word = next(w for w in ("3", "2.5", "x", "NAME=x") if _accepts(setting, w))
-    numeric = word[0].isdigit() and not isinstance(setting.convert(word), Path)
+    numeric = word[0].isdigit() and not isinstance(setting.parse(word), Path)
     toml = word if numeric else f'"{word}"'
     return [setting.flag, word], f"[{toml}]" if setting.many else toml
 
 
 def _accepts(setting: Setting, word: str) -> bool:
     try:
-        setting.convert(word)
+        setting.parse(word)
     except (ValueError, TypeError, argparse.ArgumentTypeError):
         return False
     return True
@@ -262,13 +267,17 @@ def test_a_switch_configured_to_its_default_starts_a_daemon_that_states_what_was
     assert {field: stated[field] for field in asked_kernel_options(args)} == asked_kernel_options(args)
 
 
-SIZE_FLAGS = (
-    "--max-output-bytes",
-    "--max-cell-output-bytes",
-    "--max-kernel-memory",
-    "--spill-threshold-bytes",
-    "--max-image-bytes",
-)
+SIZE_FLAGS = [setting.flag for setting in SETTINGS if isinstance(setting.kind, Size)]
+
+
+def test_the_byte_sizes_are_the_five_limits() -> None:
+    assert SIZE_FLAGS == [
+        "--max-output-bytes",
+        "--max-cell-output-bytes",
+        "--max-kernel-memory",
+        "--spill-threshold-bytes",
+        "--max-image-bytes",
+    ]
 
 
 @pytest.mark.parametrize("flag", SIZE_FLAGS)

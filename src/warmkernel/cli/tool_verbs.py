@@ -25,6 +25,8 @@ from warmkernel.daemon.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import parse_directives
 from warmkernel.execution.patch_literal import transform_patch_literals
+from warmkernel.settings.catalog import DECLARED
+from warmkernel.settings.kinds import number_word
 from warmkernel.tools.catalog import NOTEBOOK
 from warmkernel.tools.kinds import Param, Tool, Verb
 
@@ -49,11 +51,13 @@ class _WaitFlag:
         return self.flag.removeprefix("--")
 
 
+_WAIT = DECLARED["default_wait_s"]
 RUN_WAITS = (
     _WaitFlag(
         "--timeout",
-        "default_wait_s",
-        "wait up to S seconds in all (default: the daemon's --wait, 10 s unless it was started with another)",
+        _WAIT.dest,
+        f"wait up to S seconds in all (default: the daemon's {_WAIT.flag}, {number_word(_WAIT.default)} s "
+        "unless it was started with another)",
     ),
     _WaitFlag(
         "--silence",

@@ -56,8 +56,8 @@ SOCKET_NAME = "mcp.sock"
 class DaemonOptions:
     """How the daemon process runs, beside the kernel's `Settings`."""
 
-    idle_stop_s: float = 12 * 3600
-    """Stop after this long with no client and no running cell; 0: never."""
+    idle_stop_s: float
+    """Stop after this long with no client and no running cell; 0: never (`--idle-stop`)."""
     state_dir: Path | None = None
     """Where the journal is kept; None: the per-user default (`journal.state_dir`)."""
     ready_fd: int | None = None

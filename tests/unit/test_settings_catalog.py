@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,9 @@ from warmkernel.cli.configured import subparsers
 from warmkernel.cli.options import shown_default
 from warmkernel.cli.parser import build_parser
 from warmkernel.errors import WarmkernelError
-from warmkernel.settings.catalog import CATALOG, CONFIGURABLE
+from warmkernel.settings.catalog import CATALOG, CONFIGURABLE, DECLARED
 from warmkernel.settings.kinds import Size
-from warmkernel.settings.model import REPLY_SETTINGS, Settings
+from warmkernel.settings.model import REPLY_SETTINGS, ResultMode, Settings
 from warmkernel.settings.setting import Setting
 
 README = Path(__file__).parents[2] / "README.md"
@@ -94,6 +95,10 @@ def test_settings_fields_are_the_kernel_and_reply_declarations_with_their_defaul
     fields = {field.name: field.default for field in dataclasses.fields(Settings)}
     assert fields == declared
     assert len({s.dest for s in CATALOG}) == len(CATALOG), "one declaration a setting"
+
+
+def test_the_result_mode_type_names_the_declared_choices() -> None:
+    assert typing.get_args(ResultMode) == DECLARED["result_mode"].choices
 
 
 def test_a_secret_is_not_shown_by_a_settings_repr() -> None:

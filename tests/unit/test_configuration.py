@@ -9,13 +9,18 @@ from typing import Any
 
 import pytest
 
-from warmkernel.cli.configured import CONFIGURABLE_VERBS, PER_RUN_FLAGS, configure, declared_settings
+from warmkernel.cli.configured import configure
 from warmkernel.cli.options import add_server_options
 from warmkernel.cli.parser import build_parser
 from warmkernel.errors import WarmkernelError
-from warmkernel.settings.layers import Setting
+from warmkernel.settings.declarations import CONFIGURABLE
+from warmkernel.settings.setting import Setting
+from warmkernel.settings.value_kinds import Size
 
-SETTINGS = declared_settings(build_parser())
+SETTINGS = CONFIGURABLE
+CONFIGURABLE_VERBS = ("mcp", "serve", "start")
+PER_RUN_FLAGS = frozenset({"--help", "--daemon", "--json", "--timeout", "--kernel", "--ephemeral"})
+"""Flags of those verbs that choose what one command does, not how warmkernel is set up."""
 
 
 @pytest.fixture
@@ -44,14 +49,14 @@ def _sample(setting: Setting) -> tuple[list[str], str]:
         word = str(setting.choices[-1])
     else:
         word = next(w for w in ("3", "2.5", "x", "NAME=x") if _accepts(setting, w))
-    numeric = word[0].isdigit() and not isinstance(setting.convert(word), Path)
+    numeric = word[0].isdigit() and not isinstance(setting.parse(word), Path)
     toml = word if numeric else f'"{word}"'
     return [setting.flag, word], f"[{toml}]" if setting.many else toml
 
 
 def _accepts(setting: Setting, word: str) -> bool:
     try:
-        setting.convert(word)
+        setting.parse(word)
     except (ValueError, TypeError, argparse.ArgumentTypeError):
         return False
     return True
@@ -247,3 +252,52 @@ def test_summarizers_that_are_not_module_colon_function_strings_are_invalid_conf
 def test_stop_works_whatever_the_configuration_says(workspace: Path) -> None:
     (workspace / "warmkernel.toml").write_text("not toml at all")
     assert configure(build_parser(), ["stop", "--all"]).all is True
+
+
+@pytest.mark.parametrize("text", ["save_outputs = true\n", "add_ipykernel = false\n"])
+def test_a_switch_configured_to_its_default_starts_a_daemon_that_states_what_was_asked(
+    workspace: Path, text: str
+) -> None:
+    from warmkernel.cli.options import asked_kernel_options, daemon_flags, kernel_options_of, settings_from
+
+    (workspace / "warmkernel.toml").write_text(text)
+    args = configure(build_parser(), ["run", "1"])
+    daemon = configure(build_parser(), ["daemon", *daemon_flags(args)])
+    stated = kernel_options_of(settings_from(daemon))
+    assert {field: stated[field] for field in asked_kernel_options(args)} == asked_kernel_options(args)
+
+
+SIZE_FLAGS = [setting.flag for setting in SETTINGS if isinstance(setting.kind, Size)]
+
+
+def test_the_byte_sizes_are_the_five_limits() -> None:
+    assert SIZE_FLAGS == [
+        "--max-output-bytes",
+        "--max-cell-output-bytes",
+        "--max-kernel-memory",
+        "--spill-threshold-bytes",
+        "--max-image-bytes",
+    ]
+
+
+@pytest.mark.parametrize("flag", SIZE_FLAGS)
+def test_every_byte_size_takes_8g_style_sizes_in_flags_files_and_variables(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
+    setting = next(setting for setting in SETTINGS if setting.flag == flag)
+    assert getattr(configure(build_parser(), ["mcp", flag, "8G"]), setting.dest) == 8 << 30
+    (workspace / "warmkernel.toml").write_text(f'{setting.name} = "512M"\n')
+    assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 512 << 20
+    monkeypatch.setenv(setting.variable, "1.5K")
+    assert getattr(configure(build_parser(), ["mcp"]), setting.dest) == 1536
+
+
+def test_config_shows_an_empty_list_as_a_dash_whatever_its_default(workspace: Path) -> None:
+    from warmkernel.cli.config_verb import describe, effective
+
+    args = configure(build_parser(), ["config"])
+    lines = describe(effective(args.settings, args.configuration), []).splitlines()
+    shown = {
+        line.split()[0]: line.split()[1] for line in lines[1:] if line.strip() and not line.startswith(" ")
+    }
+    assert (shown["kernel_env"], shown["jupyter_header"], shown["allowed_host"]) == ("-", "-", "-")

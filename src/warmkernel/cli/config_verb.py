@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK
-from warmkernel.settings.layers import Configuration, Setting, Source, project_files, user_config_file
-from warmkernel.settings.model import Settings
+from warmkernel.settings.layers import Configuration, Source, project_files, user_config_file
+from warmkernel.settings.setting import Setting
+from warmkernel.settings.value_kinds import number_word
 
 
 def config(args: argparse.Namespace) -> int:
@@ -26,16 +26,12 @@ def config(args: argparse.Namespace) -> int:
 
 def effective(settings: tuple[Setting, ...], configuration: Configuration) -> dict[str, dict[str, Any]]:
     """Each setting's value and source: a flag, the environment, a file and line, or the default."""
-    defaults = Settings()
-    known = {field.name for field in fields(Settings)}
     rows: dict[str, dict[str, Any]] = {}
     for setting in settings:
         found = configuration.values.get(setting.name)
-        if found is not None:
-            value, source = found.value, found.source
-        else:
-            value = getattr(defaults, setting.dest) if setting.dest in known else setting.default
-            source = Source("default")
+        value, source = (
+            (found.value, found.source) if found is not None else (setting.default, Source("default"))
+        )
         shown = "(set)" if setting.secret and value else str(value) if isinstance(value, Path) else value
         rows[setting.name] = {"value": shown, "source": source.layer, "where": source.where or None}
     return rows
@@ -66,6 +62,6 @@ def _text(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return ", ".join(str(item) for item in value) or "-"  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    return str(value)
+    return number_word(value)

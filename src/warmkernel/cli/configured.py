@@ -1,8 +1,7 @@
-"""Configuration as flags: every flag of the serving verbs (`mcp`, `serve`, `start`) is a setting
-of the files and variables (`configuration`), named after it; what they set becomes the default
-of that flag, so a value from a file behaves exactly as the flag would (it travels to a new
-daemon and is compared with a live one's). The settings are found by walking the parser, so a
-flag added there is configurable with no further word.
+"""Configuration as flags: every setting of the catalog with a flag is also a key of the files and
+a variable (`settings.layers`), named after the flag; what they set becomes the default of that
+flag, so a value from a file behaves exactly as the flag would (it travels to a new daemon and is
+compared with a live one's).
 """
 
 from __future__ import annotations
@@ -13,12 +12,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from warmkernel.settings.layers import Found, Setting, Source, load
+from warmkernel.settings.declarations import CONFIGURABLE
+from warmkernel.settings.layers import Found, Source, load
 from warmkernel.workspace import Workspace, resolve_workspace
 
-CONFIGURABLE_VERBS = ("mcp", "serve", "start")
-PER_RUN_FLAGS = frozenset({"--help", "--daemon", "--json", "--timeout", "--kernel", "--ephemeral"})
-"""Flags of those verbs that choose what one command does, not how warmkernel is set up."""
 UNCONFIGURED_VERBS = frozenset({"sessions", "stop", "init"})
 """Verbs that must work whatever the configuration says (a broken file must not keep a daemon alive)."""
 
@@ -36,34 +33,6 @@ def _options(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action
         for flag in action.option_strings[:1]
         if flag.startswith("--")
     ]
-
-
-def declared_settings(parser: argparse.ArgumentParser) -> tuple[Setting, ...]:
-    """A setting for every flag of the serving verbs but the per-run ones, in their order."""
-    verbs = subparsers(parser).choices
-    settings: dict[str, Setting] = {}
-    for verb in CONFIGURABLE_VERBS:
-        for flag, action in _options(verbs[verb]):
-            if flag in PER_RUN_FLAGS or (action.nargs == 0 and not isinstance(action.const, bool)):
-                continue
-            setting = _setting(flag, action)
-            settings.setdefault(setting.name, setting)
-    return tuple(settings.values())
-
-
-def _setting(flag: str, action: argparse.Action) -> Setting:
-    switch = action.nargs == 0
-    words = flag.removeprefix("--no-") if switch and action.const is False else flag.removeprefix("--")
-    return Setting(
-        name=words.replace("-", "_"),
-        flag=flag,
-        dest=action.dest,
-        convert=action.type if callable(action.type) else str,
-        choices=tuple(action.choices) if action.choices is not None else None,
-        switch=switch,
-        many=isinstance(action, argparse._AppendAction),  # pyright: ignore[reportPrivateUsage]
-        default=action.default,
-    )
 
 
 def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -96,7 +65,7 @@ def configure(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse
     args = parser.parse_args(words)
     if args.verb in UNCONFIGURED_VERBS:
         return args
-    settings = declared_settings(parser)
+    settings = CONFIGURABLE
     workspace = workspace_of(args)
     configuration = load(settings, workspace.path, os.environ)
     verb = _verb_parser(parser, args)

@@ -14,11 +14,11 @@ from warmkernel import __version__
 from warmkernel.cli.completion import SHELLS
 from warmkernel.cli.configured import subparsers
 from warmkernel.cli.exits import EXIT_STATUSES, STATE_VERBS
-from warmkernel.cli.options import add_server_options, shown_default
+from warmkernel.cli.options import add_server_options
 from warmkernel.cli.tool_verbs import IMAGE_VERBS, RUN, RUN_WAITS, offered
+from warmkernel.settings.value_kinds import PORT, number_word
 from warmkernel.tools.catalog import TOOLS
 from warmkernel.tools.kinds import Cells, Choice, Flag, Integer, Kind, Param, Seconds, Text, Tool, Verb
-from warmkernel.types import MAX_PORT
 from warmkernel.workspace import CONFIG_ENV
 
 _LOCAL_EXAMPLES = {
@@ -65,7 +65,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
             return action.help
         if not action.option_strings and action.nargs not in ("?", "*"):  # a positional one must give
             return action.help
-        return f"{help} (default: {shown_default(default)})".replace("%", "%%").replace("%%(", "%(")
+        return f"{help} (default: {number_word(default)})".replace("%", "%%").replace("%%(", "%(")
 
 
 class _Versions(argparse.Action):
@@ -181,24 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a .ipynb file to warm the kernel with (default: the configured notebook, if any)",
     )
     start.add_argument(
-        "--serve",
-        action="store_true",
-        help="run the kernel on a Jupyter Server this daemon owns, for JupyterLab or VS Code to attach "
-        "to (in NB's server session when NB is given); needs warmkernel[serve]",
-    )
-    start.add_argument(
-        "--server-port",
-        type=_port,
-        metavar="PORT",
-        help="with --serve: the loopback port of that Jupyter Server (default: a free one)",
-    )
-    start.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for NB's run"
     )
     start.add_argument(
         "--kernel", metavar="NAME", help="the kernel that runs NB (default: its own; main with --serve)"
     )
-    add_server_options(start)
+    add_server_options(start, "start")
     stop = verb(
         "stop",
         "stop the daemon of this workspace, its kernel and its servers",
@@ -248,22 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(see `warmkernel sessions --json`). HTTP clients, hosts over stdio and the CLI share one kernel.",
         parents=False,
     )
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to bind; beyond loopback needs --allowed-host"
-    )
-    serve.add_argument("--port", type=_port, default=8801, help="port to bind; 0 picks a free one")
-    serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
-    serve.add_argument(
-        "--token", help="bearer token to require (default: $WARMKERNEL_TOKEN, else a generated one)"
-    )
-    serve.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="NAME[:PORT]",
-        help="a Host header to accept (repeatable); required to bind beyond loopback",
-    )
-    add_server_options(serve)
+    add_server_options(serve, "serve")
 
     view = verb(
         "view",
@@ -282,7 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="address the page listens on; beyond loopback needs --allowed-host",
     )
-    view.add_argument("--port", type=_port, default=0, help="port the page listens on; 0 picks a free one")
+    view.add_argument(
+        "--port", type=PORT.parse, default=0, help="port the page listens on; 0 picks a free one"
+    )
     view.add_argument(
         "--allowed-host",
         action="append",
@@ -295,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon = verbs.add_parser("daemon", formatter_class=_HelpFormatter)
     daemon.add_argument("--ready-fd", type=int)
     daemon.add_argument("--jupyter-server", action="store_true")
-    daemon.add_argument("--jupyter-port", type=_port)
+    daemon.add_argument("--jupyter-port", type=PORT.parse)
     daemon.add_argument("--jupyter-notebook", type=Path)
     daemon.add_argument("--resolved-by", metavar="RESOLVER")
     add_server_options(daemon)
@@ -447,13 +422,6 @@ def _whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-
-
-def _port(text: str) -> int:
-    port = _whole_number(text)
-    if not 0 <= port <= MAX_PORT:
-        raise argparse.ArgumentTypeError(f"{port} is not a port: give 1 to {MAX_PORT}, or 0 for a free one")
-    return port
 
 
 _DASH_VALUE_FLAGS = frozenset(

@@ -9,7 +9,6 @@ that run them: the relay is a small process, and client verbs never load them.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,6 @@ from dataclasses import replace
 from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK
 from warmkernel.cli.options import (
-    IDLE_STOP_DEFAULT_S,
     kernel_options_of,
     reply_options,
     settings_from,
@@ -61,7 +59,7 @@ def serve(args: argparse.Namespace) -> int:
     from warmkernel.faces.http_server import check_bind, new_token
 
     check_bind(args.host, args.port, args.allowed_host)  # before a daemon is started for nothing
-    given = args.token or os.environ.get("WARMKERNEL_TOKEN")
+    given = args.token  # the flag, else $WARMKERNEL_TOKEN or the user's file (`configured`)
     token = given or new_token()
     descriptor, _ = workspace_daemon(args)
     endpoint = {
@@ -103,7 +101,7 @@ def daemon(args: argparse.Namespace) -> int:
     setproctitle(daemon_title(workspace.path))  # what `ps` shows, and how clients know it is alive
     settings = _settings(args)
     options = DaemonOptions(
-        idle_stop_s=IDLE_STOP_DEFAULT_S if args.idle_stop is None else args.idle_stop,
+        idle_stop_s=args.idle_stop,
         state_dir=state_dir_of(args),
         ready_fd=args.ready_fd,
         jupyter=args.jupyter_server,

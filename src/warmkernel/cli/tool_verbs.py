@@ -24,6 +24,8 @@ from warmkernel.daemon.client import ToolOutcome, open_daemon
 from warmkernel.daemon.discovery import Descriptor, runtime_dir
 from warmkernel.errors import WarmkernelError
 from warmkernel.execution.submission import parse_cell
+from warmkernel.settings.declarations import DECLARED
+from warmkernel.settings.value_kinds import number_word
 from warmkernel.tools.kinds import Param, Tool, Verb
 from warmkernel.tools.params import NOTEBOOK
 
@@ -48,11 +50,13 @@ class _WaitFlag:
         return self.flag.removeprefix("--")
 
 
+_WAIT = DECLARED["default_wait_s"]
 RUN_WAITS = (
     _WaitFlag(
         "--timeout",
-        "default_wait_s",
-        "wait up to S seconds in all (default: the daemon's --wait, 10 s unless it was started with another)",
+        _WAIT.dest,
+        f"wait up to S seconds in all (default: the daemon's {_WAIT.flag}, {number_word(_WAIT.default)} s "
+        "unless it was started with another)",
     ),
     _WaitFlag(
         "--silence",

@@ -183,7 +183,7 @@ def _block(block: Mapping[str, Any]) -> str | Image | None:
 @contextmanager
 def open_daemon(descriptor: Descriptor, options: Mapping[str, Any] | None = None) -> Iterator[DaemonClient]:
     """An initialized MCP session with the daemon, its replies with structured facts and these
-    reply options (`config.REPLY_SETTINGS`)."""
+    reply options (`settings.model.REPLY_SETTINGS`)."""
     sock, _ = open_socket(descriptor, "cli", options={"result_mode": "structured", **(options or {})})
     client = DaemonClient(sock)
     try:

@@ -57,8 +57,8 @@ SOCKET_NAME = "mcp.sock"
 class DaemonOptions:
     """How the daemon process runs, beside the kernel's `Settings`."""
 
-    idle_stop_s: float = 12 * 3600
-    """Stop after this long with no client and no running cell; 0: never."""
+    idle_stop_s: float
+    """Stop after this long with no client and no running cell; 0: never (`--idle-stop`)."""
     state_dir: Path | None = None
     """Where the journal is kept; None: the per-user default (`journal.state_dir`)."""
     ready_fd: int | None = None
@@ -106,6 +106,7 @@ async def _serve(
     from warmkernel.session.kernels import Kernels
 
     clock = IdleClock()  # held by each client and, through the kernels, by every call and cell
+    clock.hold()  # and by the start itself: the idle time runs from when the daemon serves
     async with (
         _ide_server(options, workspace, settings) as jupyter,
         Kernels.open(_on_server(settings, jupyter, notebook), workspace, journal, clock) as kernels,
@@ -143,6 +144,7 @@ async def _serve(
             async with listener, anyio.create_task_group() as tg:
                 daemon.tg = tg
                 tg.start_soon(face.listen, listener)
+                clock.release()
                 await _until_idle(clock, options.idle_stop_s)
                 tg.cancel_scope.cancel()
         finally:

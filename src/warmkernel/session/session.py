@@ -51,6 +51,7 @@ from warmkernel.session.questions import Questions
 from warmkernel.session.records import OutputSelection, RecordBook
 from warmkernel.session.running import ExecutionTracker
 from warmkernel.session.slot import KernelSlot
+from warmkernel.settings.declarations import MEMORY_GRACE_S
 from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionState, ExportFormat, Generation, KernelState, ReadableStream
 from warmkernel.workspace import Workspace
@@ -59,8 +60,6 @@ log = logging.getLogger(__name__)
 
 _DEATH_DRAIN_S = 0.2
 """IOPub messages a kernel sent just before it died may still be in our socket."""
-_MEMORY_GRACE_S = 5.0
-"""How long a kernel may stay above its memory ceiling after the interrupt before it is killed."""
 _MEMORY_SAMPLE_S = 0.5
 
 
@@ -244,7 +243,7 @@ class Session:
 
     async def _watch_memory(self, kernel: Kernel, ceiling: int) -> None:
         """Hold the kernel under its memory ceiling: past it the running cell is interrupted; still
-        above it `_MEMORY_GRACE_S` later, the kernel is killed and a fresh one started.
+        above it `MEMORY_GRACE_S` later, the kernel is killed and a fresh one started.
 
         Memory has no event to wait on: it is sampled every `_MEMORY_SAMPLE_S`."""
         above_since: float | None = None
@@ -256,8 +255,8 @@ class Session:
                 above_since = time.monotonic()
                 running = self._admission.running
                 if running is not None and running.kernel is kernel:
-                    running.interrupt(memory_interrupt_reason(ceiling, used, _MEMORY_GRACE_S))
-            elif time.monotonic() - above_since >= _MEMORY_GRACE_S:
+                    running.interrupt(memory_interrupt_reason(ceiling, used, MEMORY_GRACE_S))
+            elif time.monotonic() - above_since >= MEMORY_GRACE_S:
                 reason = memory_ceiling_reason(ceiling, used)
                 lose = partial(self._lose, ExecutionState.DIED, reason, f"was killed: {reason}")
                 await self._slot.replace(lose, expected=kernel)

@@ -13,46 +13,19 @@ import os
 import re
 import sys
 from argparse import ArgumentTypeError
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.settings.setting import Setting
 
-ENV_PREFIX = "WARMKERNEL_"
 PROJECT_TABLES = frozenset({"inspection"})
 """Tables a project file may hold beside the settings (`[inspection] summarizers`)."""
 
 Layer = Literal["default", "user", "project", "environment", "flag"]
 _SUMMARIZER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
-
-
-@dataclass(frozen=True)
-class Setting:
-    """An option a flag sets, as files and variables name it: the flag without its dashes."""
-
-    name: str
-    flag: str
-    dest: str
-    convert: Callable[[str], Any] = str
-    """What a flag's word means (argparse's `type`); it raises on a bad word."""
-    choices: tuple[Any, ...] | None = None
-    switch: bool = False
-    """A flag without a value: the setting is true or false."""
-    many: bool = False
-    """A repeatable flag: the setting is a list."""
-    default: Any = None
-    """The flag's default (None: the `Settings` default, or nothing)."""
-
-    @property
-    def variable(self) -> str:
-        return ENV_PREFIX + self.name.upper()
-
-    @property
-    def secret(self) -> bool:
-        """Secrets are refused in project files, which are committed."""
-        return self.name.endswith("token")
 
 
 @dataclass(frozen=True)
@@ -238,7 +211,7 @@ def _file_value(setting: Setting, raw: Any, shown: str) -> Any:
 def _word_value(setting: Setting, word: str, shown: str) -> Any:
     """What the flag's word means; refused as the flag would be, naming what is valid."""
     try:
-        value = setting.convert(word)
+        value = setting.parse(word)
     except (ArgumentTypeError, ValueError, TypeError, ArithmeticError) as exc:
         detail = str(exc) if isinstance(exc, ArgumentTypeError) else ""
         raise WarmkernelError(
@@ -252,8 +225,7 @@ def _word_value(setting: Setting, word: str, shown: str) -> Any:
 def _valid(setting: Setting) -> str:
     if setting.choices is not None:
         return "one of " + ", ".join(repr(choice) for choice in setting.choices)
-    kinds = {int: "a whole number", float: "a number", str: "a string", Path: "a path"}
-    return kinds.get(setting.convert, f"a value {setting.flag} accepts")  # pyright: ignore[reportCallIssue, reportArgumentType]
+    return setting.kind.valid
 
 
 def _show(raw: Any) -> str:

@@ -3,6 +3,7 @@ the list of kernels, the variables and one variable's summary; and the one that 
 
 from __future__ import annotations
 
+from warmkernel.settings.declarations import DECLARED
 from warmkernel.tools.kinds import (
     Annotations,
     Flag,
@@ -125,7 +126,7 @@ INSPECT_PYTHON_VARIABLE = Tool(
     "arrays: shape, dtype, min/max/mean, sample; containers: length, element types, first items (a "
     "dict's with their values); functions and classes: signature and doc. size_bytes is the shallow "
     "size, as list_python_variables says it; deep_size_bytes (pandas) counts what object columns "
-    "hold too. Past the time budget (5 s), type and size only. "
+    f"hold too. Past the time budget ({DECLARED['inspect_timeout_s'].default:g} s), type and size only. "
     f"{_BESIDE_A_CELL}",
     InspectPythonVariableArgs,
     Annotations(read_only=True),

@@ -312,11 +312,11 @@ class NotebookBinding:
         self._unfetched.difference_update(numbers)
 
     def record_saves(self, saves: Mapping[str, Saved]) -> None:
-        for cell_id, saved in saves.items():
-            if saved[0] in ("saved", "not_saved"):
+        for cell_id, (outcome, error) in saves.items():
+            if outcome in ("saved", "not_saved"):
                 self.unsaved.pop(cell_id, None)
             else:
-                self.unsaved[cell_id] = saved
+                self.unsaved[cell_id] = (outcome, error)
 
     def rename_cells(self, renamed: Mapping[str, str]) -> None:
         """Cells whose derived ids changed (cells added above them) keep their runs, watches and saves."""

@@ -2,12 +2,12 @@
 
 `rewrite_if_unchanged` rewrites a file in place, so it keeps its inode, owner, group, mode and
 hard links, the way jupyter_server's `atomic_writing` keeps a notebook: the old content is first
-copied beside it (`.~NAME.warmkernel`), and written back on any failure. The new content's growth
-past the old length is written first, so a full disk refuses it before any old byte changes. The
-copy goes once the write is done: only a process killed mid-write leaves it, for the person to
-find. In a directory that takes no new file, the file is written in place without the copy, as
-Jupyter writes there, and restored from memory. `replace_whole` writes a document warmkernel makes
-whole as a new file and renames it over the old one.
+copied beside it (`.~NAME.warmkernel`), and on any failure it is written back and the copy
+removed. The new content's growth past the old length is written first, so a full disk refuses it
+before any old byte changes. Only a process killed mid-write leaves the copy, for the person to
+find. A directory that takes no new file gets no copy (Jupyter writes there in place too).
+`replace_whole` writes a document warmkernel makes whole as a new file and renames it over the
+old one.
 
 Both resolve the path when they write, refuse one that now leads out of the workspace, and reach
 the file from the workspace without following a symlink (`workspace_paths`).
@@ -60,7 +60,7 @@ def rewrite_if_unchanged(root: Path, path: Path, expected: str, new_text: str) -
                 if failure is None:
                     _drop_copy(folder, real.name, kept)
                 if not isinstance(exc, OSError):
-                    raise  # not the disk's doing: the file is as it was, and the error goes on
+                    raise  # not a failed write (an interrupt, our bug): it goes on, after the restore
                 raise _write_failed(real, exc, failure, kept) from exc
             _drop_copy(folder, real.name, kept)
         finally:

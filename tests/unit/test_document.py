@@ -1,11 +1,18 @@
-"""The `.ipynb` document: code cells and ids as read, outputs written back and nothing else."""
+"""The `.ipynb` document: code cells and ids as read, outputs written back and nothing else, and
+never a destroyed file: a failed write leaves it as it was, and a path is checked again as it is written."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import resource
+import signal
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import nbformat
 import pytest
@@ -19,9 +26,10 @@ from warmkernel.notebook.document import (
     WriteBack,
     derived_id,
     read_notebook,
-    rewrite_if_unchanged,
     write_outputs,
 )
+from warmkernel.notebook.file_write import backup_of, rewrite_if_unchanged
+from warmkernel.notebook.workspace_paths import checked_path, directory_beneath
 
 SOURCES = ["import json", "data = json.loads('[1, 2]')\nprint(data)", "total = sum(data)"]
 
@@ -193,7 +201,7 @@ def test_unreadable_notebook_is_an_invalid_argument(
 def test_outputs_and_execution_count_are_written_and_nothing_else(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-    assert write_outputs(path, {"c-sum": RESULT}) == WriteBack(written=True, blocked=())
+    assert write_outputs(path, {"c-sum": RESULT}, root=tmp_path) == WriteBack(written=True, blocked=())
     after = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
     nbformat.validate(after)
     written = after.cells[4]
@@ -205,7 +213,7 @@ def test_outputs_and_execution_count_are_written_and_nothing_else(tmp_path: Path
 
 def test_multi_line_output_text_is_stored_as_lines_like_jupyter_does(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
-    write_outputs(path, {"c-sum": RESULT})
+    write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
     stored = json.loads(path.read_text(encoding="utf-8"))["cells"][4]["outputs"]
     assert stored[0]["text"] == ["first\n", "second\n"]
     assert stored[1]["data"] == {"text/plain": ["3"]}
@@ -244,7 +252,7 @@ def test_writing_the_outputs_a_file_already_has_leaves_every_byte(
     cell = raw["cells"][2]
     same = CellOutputs(source=SOURCES[1], execution_count=cell["execution_count"], outputs=cell["outputs"])
     inode = path.stat().st_ino
-    assert write_outputs(path, {"c-load": same}).written
+    assert write_outputs(path, {"c-load": same}, root=tmp_path).written
     assert path.read_bytes() == before
     assert path.stat().st_ino == inode  # not even replaced: editors reload on a new mtime
 
@@ -253,7 +261,7 @@ def test_writing_the_outputs_a_file_already_has_leaves_every_byte(
 def test_writing_changes_only_the_written_cell(tmp_path: Path, unsorted: bool, dumps: dict[str, Any]) -> None:
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps(reverse_keys(raw_notebook()) if unsorted else raw_notebook(), **dumps) + "\n")
-    write_outputs(path, {"c-sum": RESULT})
+    write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
     expected = raw_notebook()
     expected["cells"][4]["execution_count"] = 7
     expected["cells"][4]["outputs"] = [  # keys sorted, as Jupyter and VS Code write them
@@ -276,7 +284,7 @@ def test_writing_changes_only_the_written_cell(tmp_path: Path, unsorted: bool, d
 def test_crlf_file_keeps_its_line_endings(tmp_path: Path) -> None:
     path = tmp_path / "n.ipynb"
     path.write_bytes(nbformat.writes(jupyter_notebook()).replace("\n", "\r\n").encode("utf-8") + b"\r\n")
-    write_outputs(path, {"c-sum": RESULT})
+    write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
     data = path.read_bytes()
     assert data.endswith(b"}\r\n")
     assert b"\n" not in data.replace(b"\r\n", b"")
@@ -285,7 +293,7 @@ def test_crlf_file_keeps_its_line_endings(tmp_path: Path) -> None:
 def test_older_minor_version_is_written_back_as_it_was(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook(minor=4))
     cell_id = derived_id(SOURCES[2], 0)
-    assert write_outputs(path, {cell_id: RESULT}).written
+    assert write_outputs(path, {cell_id: RESULT}, root=tmp_path).written
     raw = json.loads(path.read_text(encoding="utf-8"))
     assert raw["nbformat_minor"] == 4
     assert not any("id" in cell for cell in raw["cells"])
@@ -296,7 +304,7 @@ def test_cell_whose_source_changed_on_disk_blocks_the_whole_write(tmp_path: Path
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = path.read_bytes()
     edited = CellOutputs(source="total = 0", execution_count=8, outputs=[])
-    result = write_outputs(path, {"c-sum": edited, "c-import": CellOutputs(SOURCES[0], 9, [])})
+    result = write_outputs(path, {"c-sum": edited, "c-import": CellOutputs(SOURCES[0], 9, [])}, root=tmp_path)
     assert result == WriteBack(written=False, blocked=(BlockedCell("c-sum", "source_changed"),))
     assert path.read_bytes() == before
 
@@ -304,7 +312,7 @@ def test_cell_whose_source_changed_on_disk_blocks_the_whole_write(tmp_path: Path
 def test_cell_gone_from_the_file_blocks_the_write(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = path.read_bytes()
-    result = write_outputs(path, {"deleted": CellOutputs("x = 1", 3, [])})
+    result = write_outputs(path, {"deleted": CellOutputs("x = 1", 3, [])}, root=tmp_path)
     assert result == WriteBack(written=False, blocked=(BlockedCell("deleted", "cell_missing"),))
     assert path.read_bytes() == before
 
@@ -312,7 +320,7 @@ def test_cell_gone_from_the_file_blocks_the_write(tmp_path: Path) -> None:
 def test_nothing_to_write_writes_nothing(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = path.read_bytes()
-    assert write_outputs(path, {}) == WriteBack(written=True, blocked=())
+    assert write_outputs(path, {}, root=tmp_path) == WriteBack(written=True, blocked=())
     assert path.read_bytes() == before
 
 
@@ -320,7 +328,7 @@ def test_nothing_to_write_writes_nothing(tmp_path: Path) -> None:
 def test_write_keeps_the_file_mode_and_leaves_no_temporary_file(tmp_path: Path, mode: int) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     path.chmod(mode)
-    write_outputs(path, {"c-sum": RESULT})
+    write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
     assert stat.S_IMODE(path.stat().st_mode) == mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
 
@@ -329,7 +337,7 @@ def test_write_through_a_symlink_updates_its_target(tmp_path: Path) -> None:
     target = save(tmp_path / "real.ipynb", jupyter_notebook())
     link = tmp_path / "link.ipynb"
     link.symlink_to(target)
-    write_outputs(link, {"c-sum": RESULT})
+    write_outputs(link, {"c-sum": RESULT}, root=tmp_path)
     assert link.is_symlink()
     assert json.loads(target.read_text(encoding="utf-8"))["cells"][4]["execution_count"] == 7
 
@@ -337,14 +345,19 @@ def test_write_through_a_symlink_updates_its_target(tmp_path: Path) -> None:
 def test_file_changed_between_read_and_replace_is_left_to_the_editor(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     before = path.read_bytes()
-    assert rewrite_if_unchanged(path, expected="what warmkernel read earlier", new_text="{}") is False
+    assert (
+        rewrite_if_unchanged(tmp_path, path, expected="what warmkernel read earlier", new_text="{}") is False
+    )
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
 
 
 def test_replace_of_an_unchanged_file_swaps_in_the_new_text(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
-    assert rewrite_if_unchanged(path, expected=path.read_text(encoding="utf-8"), new_text="{}\n") is True
+    assert (
+        rewrite_if_unchanged(tmp_path, path, expected=path.read_text(encoding="utf-8"), new_text="{}\n")
+        is True
+    )
     assert path.read_text(encoding="utf-8") == "{}\n"
 
 
@@ -352,9 +365,143 @@ def test_write_to_an_unreadable_notebook_is_an_invalid_argument(tmp_path: Path) 
     path = tmp_path / "n.ipynb"
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(WarmkernelError, match="is not JSON"):
-        write_outputs(path, {"c-sum": RESULT})
+        write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
 
 
 def test_notebook_path_is_reported_as_given(tmp_path: Path) -> None:
     path = save(tmp_path / "n.ipynb", jupyter_notebook())
     assert read_notebook(path).path == path
+
+
+# a write that fails, and a path that changed: the file is never destroyed
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes fail with EFBIG in this process, as a full disk fails them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def big_result(chars: int) -> CellOutputs:
+    return CellOutputs(SOURCES[2], 7, [{"output_type": "stream", "name": "stdout", "text": "x" * chars}])
+
+
+def test_a_write_the_disk_refuses_leaves_the_file_byte_for_byte_with_its_inode_and_mtime(
+    tmp_path: Path,
+) -> None:
+    path = save(tmp_path / "n.ipynb", jupyter_notebook())
+    before, info = path.read_bytes(), path.stat()
+    with file_size_limit(len(before) + 100), pytest.raises(WarmkernelError) as raised:
+        write_outputs(path, {"c-sum": big_result(10_000)}, root=tmp_path)
+    assert raised.value.code == "write_failed"
+    assert raised.value.message == "cannot write n.ipynb: File too large; it was left as it was"
+    after = path.stat()
+    assert path.read_bytes() == before
+    assert (after.st_ino, after.st_mtime_ns) == (info.st_ino, info.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]  # the copy beside it is gone
+
+
+def test_no_room_for_the_copy_of_the_old_content_writes_nothing(tmp_path: Path) -> None:
+    path = save(tmp_path / "n.ipynb", jupyter_notebook())
+    before = path.read_bytes()
+    with file_size_limit(100), pytest.raises(WarmkernelError) as raised:
+        write_outputs(path, {"c-sum": RESULT}, root=tmp_path)
+    assert raised.value.code == "write_failed"
+    assert raised.value.message == (
+        "cannot keep a copy of n.ipynb beside it before writing it: File too large; nothing was written"
+    )
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
+
+
+def test_a_write_killed_midway_leaves_the_old_content_beside_the_file_and_reading_says_where(
+    tmp_path: Path,
+) -> None:
+    path = save(tmp_path / "n.ipynb", jupyter_notebook())
+    copy = backup_of(path)
+    assert copy.name == ".~n.ipynb.warmkernel"
+    copy.write_bytes(path.read_bytes())  # what the write had kept before it was killed
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(WarmkernelError) as raised:
+        read_notebook(path)
+    assert raised.value.message.endswith(
+        "; .~n.ipynb.warmkernel beside it holds its content from before a write that did not finish"
+    )
+    path.write_bytes(copy.read_bytes())  # the person puts it back: the next write replaces the copy
+    assert write_outputs(path, {"c-sum": RESULT}, root=tmp_path).written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]
+
+
+def test_a_notebook_whose_name_leaves_no_room_for_the_copys_name_is_written_in_place(
+    tmp_path: Path,
+) -> None:
+    path = save(tmp_path / ("n" * 240 + ".ipynb"), jupyter_notebook())
+    inode = path.stat().st_ino
+    assert write_outputs(path, {"c-sum": RESULT}, root=tmp_path).written
+    assert json.loads(path.read_text(encoding="utf-8"))["cells"][4]["execution_count"] == 7
+    assert path.stat().st_ino == inode
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_notebook_that_now_leads_out_of_the_workspace_is_not_written(tmp_path: Path) -> None:
+    workspace, outside = tmp_path / "ws", save(tmp_path / "outside.ipynb", jupyter_notebook())
+    workspace.mkdir()
+    before = outside.read_bytes()
+    (workspace / "n.ipynb").symlink_to(outside)  # swapped in after the notebook was checked
+    with pytest.raises(WarmkernelError) as raised:
+        write_outputs(workspace / "n.ipynb", {"c-sum": RESULT}, root=workspace)
+    assert raised.value.code == "path_outside_workspace"
+    assert raised.value.message.startswith(f"n.ipynb now leads outside the workspace {workspace}")
+    assert outside.read_bytes() == before
+    with pytest.raises(WarmkernelError, match="now leads outside"):
+        rewrite_if_unchanged(workspace, workspace / "n.ipynb", before.decode("utf-8"), "{}")
+    assert outside.read_bytes() == before
+
+
+def test_a_directory_swapped_for_a_symlink_after_it_was_resolved_is_not_walked_through(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "sub").symlink_to(tmp_path / "elsewhere")
+    with (
+        pytest.raises(OSError, match=r"symbolic links|Not a directory") as raised,
+        directory_beneath(tmp_path, tmp_path / "sub"),
+    ):
+        pass
+    assert raised.value.errno in (errno.ELOOP, errno.ENOTDIR)
+    with directory_beneath(tmp_path, tmp_path / "elsewhere") as fd:
+        assert os.path.samestat(os.fstat(fd), (tmp_path / "elsewhere").stat())
+
+
+class BadPath(NamedTuple):
+    given: str
+    says: str
+
+
+BAD_PATHS = [
+    pytest.param(BadPath("a\0b.ipynb", "has a NUL byte at position 1"), id="NUL byte"),
+    pytest.param(
+        BadPath("\ud800.ipynb", "is not UTF-8 text (a lone surrogate at position 0)"), id="surrogate"
+    ),
+    pytest.param(BadPath("n" * 256, "has a part of 256 bytes; a file name has at most 255"), id="long part"),
+    pytest.param(BadPath("é" * 128, "has a part of 256 bytes"), id="long part in bytes"),
+    pytest.param(BadPath("d/" * 2100 + "x", "is too long: with the workspace before it"), id="long path"),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS)
+def test_a_path_no_file_can_have_is_an_invalid_argument_naming_the_parameter(
+    tmp_path: Path, bad: BadPath
+) -> None:
+    with pytest.raises(WarmkernelError) as raised:
+        checked_path(tmp_path, bad.given, "file")
+    assert raised.value.code == "invalid_arguments"
+    assert raised.value.message.startswith("file '") and bad.says in raised.value.message
+    assert len(raised.value.message) < 400  # a 4 KB path is clipped where it is quoted

@@ -335,10 +335,10 @@ def test_write_document_replaces_a_file_keeping_its_mode(tmp_path: Path) -> None
     target = tmp_path / "x.md"
     target.write_text("old")
     target.chmod(0o640)
-    assert write_document(target, "néw") == 4
+    assert write_document(tmp_path, target, "néw") == 4
     assert target.read_text(encoding="utf-8") == "néw" and target.stat().st_mode & 0o777 == 0o640
     with pytest.raises(WarmkernelError) as caught:
-        write_document(tmp_path / "missing" / "x.md", "")
+        write_document(tmp_path, tmp_path / "missing" / "x.md", "")
     assert caught.value.code == "write_failed"
     assert os.listdir(tmp_path) == ["x.md"]
 
@@ -371,7 +371,7 @@ def test_inserted_cells_leave_every_other_byte_as_it_was(
 ) -> None:
     path = tmp_path / "nb.ipynb"
     before = _jupyter_notebook(path)
-    inserted = insert_cells(path, _new, after)
+    inserted = insert_cells(tmp_path, path, _new, after)
     assert (inserted.ids, inserted.index) == (("execution-3", "execution-5"), index)
     after_text = path.read_text(encoding="utf-8")
     notebook = nbformat.reads(after_text, as_version=4)
@@ -393,13 +393,13 @@ def test_inserted_cells_leave_every_other_byte_as_it_was(
 def test_cells_added_to_an_empty_or_compact_notebook_keep_its_style(tmp_path: Path) -> None:
     empty = tmp_path / "empty.ipynb"
     empty.write_text(nbformat.writes(new_notebook()), encoding="utf-8")
-    insert_cells(empty, _new, None)
+    insert_cells(tmp_path, empty, _new, None)
     assert nbformat.writes(nbformat.reads(empty.read_text(), as_version=4)) == empty.read_text()
     compact = tmp_path / "compact.ipynb"
     raw = nbformat.v4.new_notebook(cells=[new_code_cell("1", id="a")])
     compact.write_text(json.dumps(raw).replace("\n", "") + "\r\n")
     before = compact.read_text()
-    insert_cells(compact, _new, "a")
+    insert_cells(tmp_path, compact, _new, "a")
     text = compact.read_bytes().decode()
     assert (
         text.startswith(before[: before.index('"id": "a"')])
@@ -417,7 +417,7 @@ def test_an_old_notebook_gets_cells_without_ids_and_says_which_derived_ids_moved
     def same_source_as_use(minor: int, taken: frozenset[str]) -> list[dict[str, Any]]:
         return documents.new_cells([_transcript(9, "x = math.pi\nx", [])], minor, taken)
 
-    inserted = insert_cells(path, same_source_as_use, 0)
+    inserted = insert_cells(tmp_path, path, same_source_as_use, 0)
     ids_after = [cell.id for cell in read_notebook(path).cells]
     assert '"id"' not in path.read_text() and json.loads(path.read_text())["nbformat_minor"] == 4
     assert inserted.ids == (ids_after[1],) and ids_after[1] == ids_before[1]
@@ -429,15 +429,15 @@ def test_an_unknown_cell_or_a_broken_file_writes_nothing(tmp_path: Path) -> None
     path = tmp_path / "nb.ipynb"
     before = _jupyter_notebook(path)
     with pytest.raises(WarmkernelError) as caught:
-        insert_cells(path, _new, "nope")
+        insert_cells(tmp_path, path, _new, "nope")
     assert caught.value.code == "invalid_arguments" and "'load', 'use'" in caught.value.message
     with pytest.raises(WarmkernelError):
-        insert_cells(path, _new, 2)
+        insert_cells(tmp_path, path, _new, 2)
     assert path.read_text() == before
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{not json")
     with pytest.raises(WarmkernelError) as caught:
-        insert_cells(broken, _new, None)
+        insert_cells(tmp_path, broken, _new, None)
     assert caught.value.code == "invalid_notebook"
 
 

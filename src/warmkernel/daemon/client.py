@@ -116,6 +116,7 @@ class DaemonClient:
     ) -> ToolOutcome:
         """The tool's reply; a coded tool error comes back as an outcome with `error_code`.
         `on_progress` is told the message of each progress notification meanwhile."""
+        _refuse_non_utf8(arguments)
         params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
         if on_progress is not None:
             params["_meta"] = {"progressToken": _PROGRESS_TOKEN}
@@ -164,6 +165,21 @@ class DaemonClient:
                 "daemon_error", f"the daemon refused {method}: {answer['error'].get('message')}"
             )
         return answer["result"]
+
+
+def _refuse_non_utf8(arguments: Mapping[str, Any]) -> None:
+    """`invalid_arguments` for text JSON cannot carry: a command-line word with a byte that is
+    not UTF-8 (Python holds it as a lone surrogate). The daemon could not parse the request, and
+    could not answer it."""
+    for name, value in arguments.items():
+        try:
+            if isinstance(value, str):
+                value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise WarmkernelError(
+                "invalid_arguments",
+                f"{name} {value[:200]!r} is not UTF-8 text (position {exc.start}); give it as UTF-8",
+            ) from exc
 
 
 def _block(block: Mapping[str, Any]) -> str | Image | None:

@@ -44,6 +44,7 @@ from warmkernel.notebook.staleness import (
     NotebookStatus,
     source_hash,
 )
+from warmkernel.notebook.workspace_paths import checked_path, quoted
 from warmkernel.types import ExecutionNumber, ExecutionState, Generation
 
 HASH_LIMIT_BYTES = 64 * 1024 * 1024
@@ -67,19 +68,20 @@ Saved = tuple[SaveOutcome, str]
 
 
 def locate(workspace: Path, given: str) -> Path:
-    """The notebook's absolute path (`given` is relative to the workspace); `notebook_not_found`."""
-    return _existing_file(workspace, given, "notebook", "notebook_not_found")
+    """The notebook's absolute path (`given`, the parameter `path`, is relative to the workspace);
+    `notebook_not_found`."""
+    return _existing_file(workspace, given, "notebook", "notebook_not_found", "path")
 
 
 def watched_file(workspace: Path, given: str) -> Path:
-    """A file to watch, as an absolute path (`given` is relative to the workspace)."""
-    return _existing_file(workspace, given, "file", "invalid_arguments")
+    """A file to watch, as an absolute path (`given`, the parameter `file`, is relative to the workspace)."""
+    return _existing_file(workspace, given, "file", "invalid_arguments", "file")
 
 
-def _existing_file(workspace: Path, given: str, noun: str, code: ErrorCode) -> Path:
+def _existing_file(workspace: Path, given: str, noun: str, code: ErrorCode, param: str) -> Path:
     """`given` resolved inside the workspace (symlinks followed). A path that leads out of it is
     refused before anything about it is looked at, so the answer tells nothing of files elsewhere."""
-    path = Path(os.path.normpath(workspace / given))
+    path = checked_path(workspace, given, param)
     try:
         inside = path.resolve().is_relative_to(workspace.resolve())
     except (OSError, RuntimeError):  # a symlink loop
@@ -87,12 +89,17 @@ def _existing_file(workspace: Path, given: str, noun: str, code: ErrorCode) -> P
     if not inside:
         raise WarmkernelError(
             "path_outside_workspace",
-            f"{noun} {given!r} is outside the workspace {workspace}; give a path inside it",
+            f"{noun} {quoted(given)} is outside the workspace {workspace}; give a path inside it",
         )
-    if not path.is_file():
-        where = f"give a path relative to the workspace {workspace}"
+    where = f"give a path relative to the workspace {workspace}"
+    try:
+        found = path.is_file()
+    except OSError as exc:  # e.g. a symlink inside that expands past PATH_MAX
+        why = f"{noun} {quoted(given)} cannot be read: {exc.strerror}; {where}"
+        raise WarmkernelError(code, why) from exc
+    if not found:
         resolved = "" if str(path) == given else f" ({path})"
-        raise WarmkernelError(code, f"{noun} {given!r} does not exist{resolved}; {where}")
+        raise WarmkernelError(code, f"{noun} {quoted(given)} does not exist{resolved}; {where}")
     return path
 
 
@@ -118,7 +125,7 @@ class NotebookView:
     status: NotebookStatus
     facts_current: bool
     """False while a cell runs: names and files are as of the last finished execution."""
-    unsaved: Mapping[str, SaveOutcome] = field(default_factory=dict)
+    unsaved: Mapping[str, Saved] = field(default_factory=dict)
     """Cells whose last run's outputs are not in the file, and why."""
 
 
@@ -166,8 +173,10 @@ class _Started:
 class NotebookBinding:
     """One notebook's runs in the current kernel, and how to learn and stamp their facts."""
 
-    def __init__(self, path: Path, shown: str, generation: Generation) -> None:
+    def __init__(self, path: Path, shown: str, generation: Generation, workspace: Path) -> None:
         self.path = path
+        self.workspace = workspace
+        """Write-backs go into the notebook only while it is inside the workspace."""
         self.shown = shown
         self.generation = generation
         self.released = False
@@ -178,7 +187,7 @@ class NotebookBinding:
         """Every execution that ran a cell of this notebook in the current kernel."""
         self.watches: dict[str, set[str]] = {}
         """Cell id -> files it depends on that no audit hook can see (declared by the caller)."""
-        self.unsaved: dict[str, SaveOutcome] = {}
+        self.unsaved: dict[str, Saved] = {}
         """Cell id -> why the outputs of its last run are not in the file (when they are not)."""
         self._helper_generation: Generation | None = None
         self._started: dict[ExecutionNumber, _Started] = {}
@@ -303,11 +312,11 @@ class NotebookBinding:
         self._unfetched.difference_update(numbers)
 
     def record_saves(self, saves: Mapping[str, Saved]) -> None:
-        for cell_id, (outcome, _) in saves.items():
+        for cell_id, (outcome, error) in saves.items():
             if outcome in ("saved", "not_saved"):
                 self.unsaved.pop(cell_id, None)
             else:
-                self.unsaved[cell_id] = outcome
+                self.unsaved[cell_id] = (outcome, error)
 
     def rename_cells(self, renamed: Mapping[str, str]) -> None:
         """Cells whose derived ids changed (cells added above them) keep their runs, watches and saves."""
@@ -414,14 +423,14 @@ def _read_stamp(seen: tuple[int, int], now: FileStamp | None) -> FileStamp:
     return FileStamp(seen[0], seen[1], UNSEEN)
 
 
-def save_outputs(path: Path, batch: Mapping[str, CellOutputs]) -> dict[str, Saved]:
+def save_outputs(binding: NotebookBinding, batch: Mapping[str, CellOutputs]) -> dict[str, Saved]:
     """Write run cells' outputs into the notebook file; a cell whose source changed on disk (or
     that is gone) is skipped, and the others are written without it."""
     saves: dict[str, Saved] = {}
     remaining = dict(batch)
     while remaining:
         try:
-            written = write_outputs(path, remaining)
+            written = write_outputs(binding.path, remaining, root=binding.workspace)
         except WarmkernelError as exc:
             return saves | dict.fromkeys(remaining, ("write_failed", exc.message))
         except OSError as exc:

@@ -23,15 +23,15 @@ which cells blocked it. The rest of the file is kept: key order, metadata, other
 minor version, indentation, line endings and the trailing newline. New outputs have sorted
 keys if the file sorts its keys; numbers are written the way Jupyter writes them. The file is
 rewritten in place (it keeps its inode, owner, group, mode and hard links), under a lock and only
-if it still holds what was read, compared right before writing.
+if it still holds what was read, compared right before writing; a failed write leaves it as it was
+(`file_write`). The path is resolved again when it is written: a notebook that now leads out of
+the workspace is not written.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.notebook.file_write import backup_of, rewrite_if_unchanged
+from warmkernel.notebook.workspace_paths import real_inside
 
 BlockReason = Literal["cell_missing", "source_changed", "file_changed_during_write"]
 _INDENT = re.compile(r"\{\r?\n([ \t]+)\S")
@@ -118,9 +120,10 @@ def read_notebook(path: Path) -> Notebook:
     return Notebook(path=path, nbformat_minor=minor, cells=cells)
 
 
-def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
-    """Write outputs of cells by id, all or nothing; see the module docstring."""
-    target = Path(os.path.realpath(path))  # replace the file a symlink points to, not the link
+def write_outputs(path: Path, outputs: Mapping[str, CellOutputs], *, root: Path) -> WriteBack:
+    """Write outputs of cells by id, all or nothing, into the notebook at `path` if it is still
+    inside `root` (the workspace); see the module docstring."""
+    target = real_inside(root, path)  # the file a symlink points to, not the link
     raw, text = load_file(target)
     on_disk = {cell_id: (source, cell) for cell_id, source, _, cell in code_cells(raw)}
     blocked = tuple(
@@ -138,7 +141,7 @@ def write_outputs(path: Path, outputs: Mapping[str, CellOutputs]) -> WriteBack:
     new_text = _dumps_like(raw, text)
     if new_text == text:
         return WriteBack(written=True, blocked=())  # leave the mtime alone: editors reload on it
-    if not rewrite_if_unchanged(target, text, new_text):
+    if not rewrite_if_unchanged(root, target, text, new_text):
         return WriteBack(
             written=False,
             blocked=tuple(BlockedCell(cell_id, "file_changed_during_write") for cell_id in outputs),
@@ -157,7 +160,10 @@ def load_file(path: Path) -> tuple[dict[str, Any], str]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise WarmkernelError("invalid_arguments", f"notebook {path} is not JSON: {exc}") from exc
+        kept = backup_of(path)
+        where = f"; {kept.name} beside it holds its content from before a write that did not finish"
+        also = where if kept.is_file() else ""
+        raise WarmkernelError("invalid_arguments", f"notebook {path} is not JSON: {exc}{also}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("cells", []), list):
         raise WarmkernelError("invalid_arguments", f"notebook {path} is not a Jupyter notebook")
     major, minor = nbformat_version(raw)
@@ -241,23 +247,3 @@ def _dumps_like(raw: Mapping[str, Any], original: str) -> str:
     if style.newline != "\n":
         text = text.replace("\n", style.newline)
     return text + style.newline if style.final_newline else text
-
-
-def rewrite_if_unchanged(target: Path, expected: str, new_text: str) -> bool:
-    """Rewrite `target` in place if it still reads `expected`; False (nothing written) otherwise.
-
-    In place, so the file keeps its inode, owner, group, mode and hard links (a replacement
-    would belong to us, and a hard link would keep the old text). The comparison is made on the
-    open file right before writing, under an advisory lock that other warmkernel writers take.
-    """
-    data = new_text.encode("utf-8")
-    with open(target, "r+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        if handle.read() != expected.encode("utf-8"):
-            return False  # an editor saved meanwhile; its save wins
-        handle.seek(0)
-        handle.write(data)
-        handle.truncate(len(data))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return True

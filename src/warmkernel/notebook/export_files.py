@@ -1,21 +1,21 @@
 """Where exported executions are written: a new file in the workspace, or new cells spliced into
 an existing notebook.
 
-`inside_workspace` refuses a path that leads out of the workspace (also through a symlinked
-directory). `write_document` replaces a file atomically (a temporary file in the same directory,
-then `os.replace`). `insert_cells` adds cells to an `.ipynb` by splicing their JSON into the
-file's text right after the chosen cell (or after the last one): every other byte stays as it
-was, and the new cells are written in the file's own style (indentation, key order, escaping,
-line endings). The file is replaced only if it still reads as it did when it was read.
+`inside_workspace` refuses a path no file can have, or one that leads out of the workspace (also
+through a symlinked directory). `write_document` replaces a file atomically (a temporary file in
+the same directory, then a rename). `insert_cells` adds cells to an `.ipynb` by splicing their JSON
+into the file's text right after the chosen cell (or after the last one): every other byte stays
+as it was, and the new cells are written in the file's own style (indentation, key order,
+escaping, line endings). The file is rewritten in place only if it still reads as it did when it
+was read, and a failed write leaves it as it was. Both check the path again as they write
+(`file_write`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +30,9 @@ from warmkernel.notebook.document import (
     keys_sorted,
     load_file,
     nbformat_version,
-    rewrite_if_unchanged,
 )
+from warmkernel.notebook.file_write import replace_whole, rewrite_if_unchanged
+from warmkernel.notebook.workspace_paths import checked_path, quoted, real_inside
 from warmkernel.types import EXPORT_FORMATS, ExportFormat
 
 _DECODER = json.JSONDecoder()
@@ -71,8 +72,8 @@ class InsertedCells:
 
 def inside_workspace(workspace: Path, given: str) -> Path:
     """`given` (relative to the workspace, or absolute) as an absolute path inside the workspace;
-    `path_outside_workspace` otherwise."""
-    path = Path(os.path.normpath(workspace / given))
+    `path_outside_workspace` otherwise (`invalid_arguments` for a path no file can have)."""
+    path = checked_path(workspace, given, "path")
     real_parent = Path(os.path.realpath(path.parent))
     real_workspace = Path(os.path.realpath(workspace))
     if (
@@ -82,7 +83,7 @@ def inside_workspace(workspace: Path, given: str) -> Path:
     ):
         raise WarmkernelError(
             "path_outside_workspace",
-            f"{given!r} is outside the workspace {workspace}; give a path inside it, relative to it "
+            f"{quoted(given)} is outside the workspace {workspace}; give a path inside it, relative to it "
             'such as "exports/session.ipynb"',
         )
     return path
@@ -99,26 +100,14 @@ def format_for(path: Path | None) -> ExportFormat:
     return "ipynb"
 
 
-def write_document(path: Path, text: str) -> int:
-    """Write `text` (UTF-8) as the file `path`, atomically; the bytes written. `write_failed` says why not."""
+def write_document(root: Path, path: Path, text: str) -> int:
+    """Write `text` (UTF-8) as the file `path` inside `root`, atomically; the bytes written.
+    `write_failed` says why not."""
     data = text.encode("utf-8")
     try:
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        replace_whole(root, path, data)
     except OSError as exc:
         raise _write_failed(path, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise _write_failed(path, exc) from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
     return len(data)
 
 
@@ -126,11 +115,11 @@ def _write_failed(path: Path, exc: OSError) -> WarmkernelError:
     return WarmkernelError("write_failed", f"cannot write {path}: {exc.strerror or exc}")
 
 
-def insert_cells(path: Path, build: CellBuilder, after: str | int | None) -> InsertedCells:
-    """Splice the cells `build` makes into the notebook after cell `after` (an id, or a 0-based
-    code-cell index; None: after the last cell). `invalid_notebook`, `invalid_arguments` (no such
-    cell) or `write_failed` when nothing was written."""
-    target = Path(os.path.realpath(path))
+def insert_cells(root: Path, path: Path, build: CellBuilder, after: str | int | None) -> InsertedCells:
+    """Splice the cells `build` makes into the notebook at `path` (inside `root`) after cell `after`
+    (an id, or a 0-based code-cell index; None: after the last cell). `invalid_notebook`,
+    `invalid_arguments` (no such cell) or `write_failed` when nothing was written."""
+    target = real_inside(root, path)
     try:
         raw, text = load_file(target)
         opening, closing, spans = _cells_spans(text)
@@ -151,7 +140,7 @@ def insert_cells(path: Path, build: CellBuilder, after: str | int | None) -> Ins
     new_cells = build(minor, taken)
     new_text = _spliced(text, raw, opening, closing, spans, position, new_cells)
     try:
-        replaced = rewrite_if_unchanged(target, text, new_text)
+        replaced = rewrite_if_unchanged(root, target, text, new_text)
     except OSError as exc:
         raise _write_failed(path, exc) from exc
     if not replaced:

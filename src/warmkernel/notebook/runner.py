@@ -85,6 +85,6 @@ async def _save_outputs(run: NotebookRun, binding: NotebookBinding) -> None:
     """Write the outputs waiting in `run.to_save` into the file, off the event loop."""
     batch, run.to_save = run.to_save, {}
     if batch:
-        saves = await anyio.to_thread.run_sync(save_outputs, binding.path, batch)
+        saves = await anyio.to_thread.run_sync(save_outputs, binding, batch)
         run.saves.update(saves)
         binding.record_saves(saves)

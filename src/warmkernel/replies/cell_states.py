@@ -39,8 +39,8 @@ def notebook_status_reply(view: NotebookView, settings: Settings) -> Reply:
         lines.append("note: a cell is running; names and files are as of the last finished execution")
     lines.extend(_cell_table(view, settings))
     lines.extend(_why_lines(view, settings))
-    for cell_id, outcome in view.unsaved.items():
-        why = _SAVE_SKIPPED.get(outcome, "writing it failed")
+    for cell_id, (outcome, error) in view.unsaved.items():
+        why = _SAVE_SKIPPED.get(outcome, f"writing it failed: {error}" if error else "writing it failed")
         lines.append(f"outputs of cell {cell_id}'s last run are not in the file: {why}")
     lines.append(_plan_line(view))
     return Reply("\n".join(lines), _status_facts(view))
@@ -165,7 +165,7 @@ def _status_facts(view: NotebookView) -> dict[str, Any]:
         "plan": list(view.status.plan),
         "plan_why": dict(view.status.plan_why),
         "facts_current": view.facts_current,
-        "outputs_not_saved": dict(view.unsaved),
+        "outputs_not_saved": {cell_id: outcome for cell_id, (outcome, _) in view.unsaved.items()},
     }
 
 

@@ -55,7 +55,7 @@ class Exports:
         text = await anyio.to_thread.run_sync(documents.render, transcripts, chosen, title)
         size = len(text.encode("utf-8"))
         if target is not None:
-            size = await anyio.to_thread.run_sync(write_document, target, text)
+            size = await anyio.to_thread.run_sync(write_document, root, target, text)
         return ExportedDocument(
             numbers=tuple(t.number for t in transcripts),
             format=chosen,
@@ -83,7 +83,7 @@ class Exports:
             self._admission.admit_change_of_cells()
         transcripts = await _transcripts(records)
         inserted = await anyio.to_thread.run_sync(
-            insert_cells, located, partial(documents.new_cells, transcripts), after_cell
+            insert_cells, root, located, partial(documents.new_cells, transcripts), after_cell
         )
         if binding is not None:
             binding.rename_cells(inserted.renamed)

@@ -166,7 +166,7 @@ class NotebookSide:
             return binding
         if binding is not None and not binding.released:
             raise refusals.already_bound(self._name, binding.shown, shown)
-        self.binding = NotebookBinding(path, shown, self._slot.generation)
+        self.binding = NotebookBinding(path, shown, self._slot.generation, self._workspace.path)
         self._on_bind(path)
         return self.binding
 

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
 from warmkernel.faces.http_server import Endpoint, security_settings, serve_asgi
+from warmkernel.faces.listening import CONSOLE_CONNECTIONS
 from warmkernel.replies.cell_states import notebook_status_reply
 from warmkernel.replies.page import execution_detail, execution_page, image, kernel_facts, output_window
 from warmkernel.replies.reads import dropped_reply, search_reply
@@ -381,5 +382,6 @@ def open_console(endpoint: Endpoint) -> Console:
 
 async def serve_console(console: Console, kernels: KernelsByName, sock: socket.socket) -> None:
     """Serve the page on `sock` until cancelled (the daemon's end)."""
-    async with serve_asgi(build_app(kernels, console.access, console.endpoint), sock, graceful_s=_GRACEFUL_S):
+    app = build_app(kernels, console.access, console.endpoint)
+    async with serve_asgi(app, sock, "the console page", CONSOLE_CONNECTIONS, graceful_s=_GRACEFUL_S):
         await anyio.sleep_forever()

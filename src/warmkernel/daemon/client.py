@@ -8,6 +8,7 @@ costs little more than the interpreter's start. The protocol is in `socket_face`
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -51,7 +52,8 @@ def open_socket(descriptor: Descriptor, client: str, **fields: Any) -> tuple[soc
     hello = {"warmkernel": __version__, "client": client, "note": version_note(descriptor), **fields}
     try:
         sock.connect(descriptor.socket)
-        sock.sendall(json.dumps(hello).encode() + b"\n")
+        with contextlib.suppress(BrokenPipeError):  # refused at once (the socket's cap): its answer waits
+            sock.sendall(json.dumps(hello).encode() + b"\n")
         answer = json.loads(_read_line(sock) or b"null")
     except (OSError, ValueError) as exc:
         sock.close()

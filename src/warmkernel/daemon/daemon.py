@@ -11,6 +11,7 @@ itself once it has had no client and no running cell for its `idle_stop` time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import importlib
@@ -37,14 +38,16 @@ from warmkernel.daemon.discovery import (
     write_descriptor,
 )
 from warmkernel.errors import WarmkernelError
+from warmkernel.faces.listening import quiet_accept_errors, raise_open_files_limit
 from warmkernel.idle import IdleClock
 from warmkernel.kernel.environment import prepare_environment
 from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 if TYPE_CHECKING:
+    from warmkernel.daemon.hello import Hello
     from warmkernel.daemon.jupyter_host import JupyterHost
-    from warmkernel.daemon.local_socket import Hello, SocketFace
+    from warmkernel.daemon.local_socket import SocketFace
     from warmkernel.faces.console import Console
     from warmkernel.faces.http_server import Endpoint
     from warmkernel.session.journal import Journal
@@ -82,6 +85,8 @@ async def run_daemon(settings: Settings, workspace: Workspace, options: DaemonOp
     from warmkernel.kernel import leftovers
     from warmkernel.session.journal import Journal
 
+    raise_open_files_limit()  # before any listener: its cap is a share of this limit
+
     notebook = _jupyter_notebook(workspace, options.jupyter_notebook)
     await anyio.to_thread.run_sync(leftovers.sweep)
     # A short private directory: a Unix socket path must stay under about 107 bytes.
@@ -117,6 +122,7 @@ async def _serve(
         )
         gc.freeze()
         gc.enable()
+        quiet_accept_errors(asyncio.get_running_loop())
         listener = await anyio.create_unix_listener(socket_dir / SOCKET_NAME)
         descriptor = Descriptor(
             id=new_daemon_id(),

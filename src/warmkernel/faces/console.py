@@ -47,6 +47,7 @@ from warmkernel.faces.handlers import (
     search_python_output,
 )
 from warmkernel.faces.http_server import Endpoint, security_settings, serve_asgi
+from warmkernel.faces.listening import CONSOLE_CONNECTIONS
 from warmkernel.faces.registry import KernelCall
 from warmkernel.replies.page import (
     LINE_MAX_CHARS,
@@ -387,5 +388,6 @@ def open_console(endpoint: Endpoint) -> Console:
 
 async def serve_console(console: Console, kernels: KernelsByName, sock: socket.socket) -> None:
     """Serve the page on `sock` until cancelled (the daemon's end)."""
-    async with serve_asgi(build_app(kernels, console.access, console.endpoint), sock, graceful_s=_GRACEFUL_S):
+    app = build_app(kernels, console.access, console.endpoint)
+    async with serve_asgi(app, sock, "the console page", CONSOLE_CONNECTIONS, graceful_s=_GRACEFUL_S):
         await anyio.sleep_forever()

@@ -2,11 +2,14 @@
 
 Every request must carry `Authorization: Bearer <token>` (401 otherwise). Behind that, the
 MCP SDK's transport security refuses a Host header that is not allowed (421) and a foreign
-Origin (403), which keeps browsers on other sites away from a loopback server.
+Origin (403), which keeps browsers on other sites away from a loopback server. Each server
+holds at most its share of the daemon's descriptors (`listening`): a connection past its cap is
+closed at once, and one that sends no request's headers within a few seconds is closed then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import secrets
@@ -19,8 +22,10 @@ import anyio
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from warmkernel.errors import WarmkernelError
+from warmkernel.faces.listening import BACKLOG, FIRST_WORDS_S, SERVE_CONNECTIONS, Share, Slots
 from warmkernel.faces.mcp_server import build_server
 from warmkernel.session.kernels import Kernels
 from warmkernel.types import MAX_PORT
@@ -126,10 +131,11 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, TypeError, ValueError) as exc:  # TypeError: a NUL or a lone surrogate in the host
         sock.close()
-        raise WarmkernelError("invalid_arguments", f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    sock.listen(128)
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise WarmkernelError("invalid_arguments", f"cannot listen on {host}:{port}: {reason}") from exc
+    sock.listen(BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -142,13 +148,55 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
+def _capped(slots: Slots) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 within `slots`, and closing a connection silent for `FIRST_WORDS_S`.
+    uvicorn's own `limit_concurrency` answers a request past it with 503 but keeps every
+    connection, and one that never sends a request stays open for good."""
+
+    class Capped(H11Protocol):
+        held = False
+        silence: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if not slots.take():
+                transport.abort()
+                return
+            self.held = True
+            self.silence = self.loop.call_later(FIRST_WORDS_S, self._close_if_silent)
+
+        def _close_if_silent(self) -> None:
+            if self.cycle is None:  # no request's headers yet
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.silence is not None:
+                self.silence.cancel()
+            if self.held:
+                self.held = False
+                slots.give()
+            super().connection_lost(exc)
+
+    return Capped
+
+
 @contextlib.asynccontextmanager
 async def serve_asgi(
-    app: ASGIApp, sock: socket.socket, *, graceful_s: int | None = None
+    app: ASGIApp, sock: socket.socket, name: str, connections: Share, *, graceful_s: int | None = None
 ) -> AsyncIterator[None]:
-    """Serve an ASGI app on `sock` while the block runs; on exit, wait at most `_SHUTDOWN_S` for it
-    to stop (`graceful_s`: how long open requests, e.g. event streams, get to end)."""
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=graceful_s)
+    """Serve an ASGI app (`name`, as the log says it) on `sock` while the block runs, with at most
+    `connections` at once; on exit, wait at most `_SHUTDOWN_S` for it to stop (`graceful_s`: how
+    long open requests, e.g. event streams, get to end). An accept that fails for lack of
+    descriptors is asyncio's to retry (`listening.quiet_accept_errors`)."""
+    slots = Slots.of(f"{name} on port {sock.getsockname()[1]}", connections)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=graceful_s,
+        http=_capped(slots),
+        backlog=BACKLOG,
+    )
     server = _Uvicorn(config)
     stopped = anyio.Event()
 
@@ -182,5 +230,5 @@ async def serve_http(
         transport_security=security_settings(endpoint.allowed_hosts),
         host=endpoint.host,
     )
-    async with serve_asgi(BearerAuth(app, endpoint.token), sock):
+    async with serve_asgi(BearerAuth(app, endpoint.token), sock, "serve's endpoint", SERVE_CONNECTIONS):
         yield bound

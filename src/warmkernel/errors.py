@@ -10,7 +10,7 @@
       codes for the kernel's state:     busy, not_awaiting_input, kernel_start_failed,
                                         kernel_not_responding, inspection_failed, too_many_kernels
       codes for the session's notebook: notebook_already_bound
-      codes for writing files:          write_failed
+      codes for writing files:          write_failed, journal_unavailable
       codes for start-up:               workspace_config_failed, python_not_usable, invalid_config
       codes for Jupyter servers:        jupyter_server_unreachable, jupyter_server_refused,
                                         jupyter_server_failed, serve_unavailable
@@ -61,6 +61,7 @@ Failure = Literal[
     "inspection_failed",
     "too_many_kernels",
     "write_failed",
+    "journal_unavailable",
     "python_not_usable",
     "jupyter_server_unreachable",
     "jupyter_server_refused",

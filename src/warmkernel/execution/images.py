@@ -7,8 +7,9 @@ show a model). Anything else gets a short reason instead, for the note that repl
 An `ImageStore` keeps an execution's images by ordinal (1, 2, ... in the order they were
 shown). Like an `OutputLog`, it keeps bytes in memory while the execution's images are small
 and writes each further image to a spill file of its own (mode 0600, in the same private
-directory, counted by the same `Spill.on_write`), so the output limit covers images too.
-`drop()` frees them; every later read raises `OutputDropped`.
+directory, counted by the same `Spill.on_write`), so the output limit covers images too. An
+image whose file cannot be written (a full disk) stays in memory (the cell's output cap bounds
+it) and `Spill.on_full` is told. `drop()` frees them; every later read raises `OutputDropped`.
 """
 
 from __future__ import annotations
@@ -184,17 +185,29 @@ class ImageStore:
             raise RuntimeError("cannot add an image to an execution whose output was dropped")
         stored = StoredImage(len(self._images) + 1, image.mime, len(image.data), image.width, image.height)
         spill = self._spill
-        if spill is not None and self._in_memory + stored.size > spill.threshold_bytes:
-            body = FileBody(spill.directory, f"{spill.prefix}image-{stored.ordinal}-")
-            body.write(image.data)
-            body.close()
-            self._bodies.append(body)
-            spill.on_write(stored.size)
-        else:
+        spill = self._spill
+        over = spill is not None and self._in_memory + stored.size > spill.threshold_bytes
+        body = self._spilled(spill, stored.ordinal, image.data) if spill is not None and over else None
+        if body is None:
             self._bodies.append(image.data)
             self._in_memory += stored.size
+        else:
+            self._bodies.append(body)
         self._images.append(stored)
         return stored
+
+    @staticmethod
+    def _spilled(spill: Spill, ordinal: int, data: bytes) -> FileBody | None:
+        """The image's bytes in a spill file of their own, counted; None (and no file) when the
+        write fails, which `Spill.on_full` is told."""
+        try:
+            body = FileBody.holding(spill.directory, f"{spill.prefix}image-{ordinal}-", data)
+        except OSError as exc:
+            spill.on_full(exc)
+            return None
+        body.close()
+        spill.on_write(len(data))
+        return body
 
     @property
     def images(self) -> list[StoredImage]:

@@ -161,7 +161,8 @@ class LineStore:
         return isinstance(self._body, FileBody)
 
     def append(self, blob: bytes, lo: int, hi: int, lines: int, chars: int) -> None:
-        """Store `lines` whole lines: `blob[lo:hi]`, their UTF-8 text with every `\\n`."""
+        """Store `lines` whole lines: `blob[lo:hi]`, their UTF-8 text with every `\\n`. A write to
+        disk that fails (a full disk) raises and stores none of them."""
         body = self._body
         assert body is not None, "append after drop"
         count, size = self._extent
@@ -190,11 +191,11 @@ class LineStore:
             target = base + start + _MARK_BYTES
 
     def to_disk(self, directory: Path, prefix: str) -> int:
-        """Move the text to a new spill file; returns the bytes written."""
+        """Move the text to a new spill file; returns the bytes written. A write that fails (a
+        full disk) leaves no file, and the text in memory, and raises."""
         memory = self._body
         assert isinstance(memory, _MemoryBody), "only text in memory moves to disk"
-        body = FileBody(directory, prefix)
-        body.write(memory.data)
+        body = FileBody.holding(directory, prefix, memory.data)
         # Readers that took the memory body keep it; nothing changes it any more.
         self._body = body
         return len(memory.data)

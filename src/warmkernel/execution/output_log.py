@@ -12,6 +12,10 @@ line, and the open lines of all streams are the last lines of `combined`, in the
 streams were last written. `close()` completes them in that order. Reads never raise on odd
 text.
 
+A write to disk that fails (a full disk) ends what the log keeps: the text it has stays
+readable (in memory, or in its files as far as they were written), every later line is counted
+in `not_kept_bytes` and not kept, and `Spill.on_full` is told once. Nothing is raised.
+
 `drop()` throws a finished log's text away to free its disk space (the owner decides when);
 its counts stay, and every later read raises `OutputDropped`.
 
@@ -108,6 +112,10 @@ class OutputLog:
         self._on_disk = False
         self._closed = False
         self._dropped = False
+        self.unwritable: OSError | None = None
+        """The write to disk that failed (a full disk): since then, no line is kept."""
+        self.not_kept_bytes = 0
+        """Bytes of completed lines not kept since `unwritable`."""
 
     def append(self, stream: StreamName, text: str) -> None:
         """Append raw terminal text to `stream`; raises RuntimeError once the log is closed."""
@@ -150,7 +158,8 @@ class OutputLog:
         """Put a closed log's text in files of its spill directory and describe it for `reopen`.
 
         Text still in memory is written (and counted by `Spill.on_write`) and read from there
-        on; spilled text stays in its file, so reads in flight go on undisturbed.
+        on; spilled text stays in its file, so reads in flight go on undisturbed. A write that
+        fails (a full disk) raises OSError; the log stays as it was, readable.
         """
         if not self._closed:
             raise RuntimeError("cannot persist the output of an execution that is still running")
@@ -158,10 +167,9 @@ class OutputLog:
             raise RuntimeError("cannot persist output that was dropped")
         if self._spill is None:
             raise RuntimeError("cannot persist a log that has no spill directory")
-        if not self._on_disk:
-            self._move_to_disk()
-            for part in self._streams.values():
-                part.store.close()
+        self._move_to_disk()
+        for part in self._streams.values():
+            part.store.close()
         return LogManifest(
             streams={name: part.store.manifest() for name, part in self._streams.items()},
             run_streams=self._run_stream.tolist(),
@@ -172,8 +180,11 @@ class OutputLog:
     def write_through(self) -> None:
         """Move the text to disk now, and every later line as it completes (a running log with
         a spill directory; else nothing to do)."""
-        if self._spill is not None and not self._on_disk and not self._closed:
-            self._move_to_disk()
+        if self._spill is not None and not self._on_disk and not self._closed and self.unwritable is None:
+            try:
+                self._move_to_disk()
+            except OSError as exc:
+                self._give_up(exc)
 
     @staticmethod
     def recover(directory: Path, prefix: str) -> LogManifest | None:
@@ -314,16 +325,25 @@ class OutputLog:
             self._store(stream, blob, 0, len(blob), len(text))
 
     def _store(self, stream: StreamName, blob: bytes, lo: int, hi: int, length: int) -> None:
-        """Store the whole lines `blob[lo:hi]` (`length` characters) and extend combined."""
+        """Store the whole lines `blob[lo:hi]` (`length` characters) and extend combined; once a
+        write to disk failed, count them instead."""
+        if self.unwritable is not None:
+            self.not_kept_bytes += hi - lo
+            return
         lines = blob.count(b"\n", lo, hi)
         store = self._streams[stream].store
         first = store.count()
         spill = self._spill
-        if spill is not None and not self._on_disk and self._in_memory + hi - lo > spill.threshold_bytes:
-            self._move_to_disk()
-        if self._on_disk and not store.on_disk:
-            self._to_disk(stream)
-        store.append(blob, lo, hi, lines, length - lines)
+        try:
+            if spill is not None and not self._on_disk and self._in_memory + hi - lo > spill.threshold_bytes:
+                self._move_to_disk()
+            if self._on_disk and not store.on_disk:
+                self._to_disk(stream)
+            store.append(blob, lo, hi, lines, length - lines)
+        except OSError as exc:
+            self.not_kept_bytes += hi - lo
+            self._give_up(exc)
+            return
         if store.on_disk:
             self._spilled(hi - lo)
         else:
@@ -338,12 +358,18 @@ class OutputLog:
             self._run_ends.append((self._run_ends[runs - 1] if runs else 0) + lines)
 
     def _move_to_disk(self) -> None:
-        """At the threshold: every stream with text moves to disk, and later text goes there."""
+        """At the threshold: every stream with text in memory moves to disk, and later text goes there."""
         self._on_disk = True
         self._in_memory = 0
         for name, part in self._streams.items():
-            if part.store.size():
+            if part.store.size() and not part.store.on_disk:
                 self._to_disk(name)
+
+    def _give_up(self, error: OSError) -> None:
+        """A write to disk failed: keep what is kept, count the rest, tell the spill's owner."""
+        self.unwritable = error
+        assert self._spill is not None
+        self._spill.on_full(error)
 
     def _to_disk(self, stream: StreamName) -> None:
         spill = self._spill

@@ -1,7 +1,8 @@
 """Spill files: where an execution's output goes once it is too big to keep in memory.
 
 `Spill` says where (a private directory), when (past the output log's threshold) and whom to
-tell about each write (the owner of the output limit). A `FileBody` is one file there, mode
+tell about each write (the owner of the output limit) and about a write that failed (a full
+disk: the log keeps what it has and counts what it cannot keep). A `FileBody` is one file there, mode
 0600, holding one stream of an `OutputLog` or one image. It is written through one descriptor
 and read through fresh ones, so a read in a worker thread never holds a descriptor that
 `remove` could close and the system reuse; once removed, it reads as `OutputDropped`, as any
@@ -33,31 +34,54 @@ class Spill:
     """Called with the byte count of every write to disk, after it is written."""
     prefix: str = ""
     """How the names of the log's files begin (`OutputLog.recover` finds a log's files by it)."""
+    on_full: Callable[[OSError], None] = lambda _: None
+    """Called with the error of a write to disk that failed (a full disk), after the log gave it up."""
 
 
 class FileBody:
     """One spill file: written through one descriptor, read through fresh ones; a read after
     `remove` finds no file and raises `OutputDropped`."""
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "_size", "path")
 
     def __init__(self, directory: Path, prefix: str) -> None:
         fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)  # mode 0600
         self._fd: int | None = fd
+        self._size = 0
         self.path = Path(name)
+
+    @classmethod
+    def holding(cls, directory: Path, prefix: str, data: bytes | bytearray) -> FileBody:
+        """A new file holding `data`, still open for appends; a write that fails (a full disk)
+        leaves no file, and raises."""
+        body = cls(directory, prefix)
+        try:
+            body.write(data)
+        except OSError:
+            body.remove()
+            raise
+        return body
 
     @classmethod
     def existing(cls, path: Path) -> FileBody:
         """A finished file written by an earlier body (perhaps of another process): read-only."""
         body = cls.__new__(cls)
-        body._fd, body.path = None, path
+        body._fd, body._size, body.path = None, 0, path
         return body
 
     def write(self, blob: bytes | bytearray | memoryview) -> None:
+        """Append `blob`. A write that fails (a full disk) raises, and what it wrote is cut off
+        again: the file holds exactly what the writes before it wrote."""
         assert self._fd is not None, "write after close"
         view = memoryview(blob)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError:
+            os.ftruncate(self._fd, self._size)  # shrinking needs no room
+            os.lseek(self._fd, self._size, os.SEEK_SET)
+            raise
+        self._size += len(blob)
 
     def read(self, start: int, stop: int) -> bytes:
         try:

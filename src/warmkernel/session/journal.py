@@ -16,6 +16,11 @@ to stay under the output limit is a line of its own. Lines are written with one 
 `write` each and not fsynced: a process that is killed loses nothing, a machine that loses
 power may lose the last lines.
 
+A full disk never stops a kernel. A line that cannot be written is cut off again (no torn line
+stays), and `on_write` is told the error. A start that cannot be written raises: the caller
+gives out no number (`journal_unavailable`), so a number is never reused after a restart. Any
+other line waits in memory and is written before the next line, once there is room.
+
 `load` replays the lines: a record that started but never finished was running when its
 process ended and becomes `died`, its time running until the events file was last written (a
 session marks it `alive` while a cell runs), and its finish is journaled then, once. Its output
@@ -35,6 +40,7 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +51,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.output_log import LogManifest, OutputLog
 from warmkernel.execution.record import ExecutionRecord
+from warmkernel.replies.disk import output_not_journaled
 from warmkernel.session.output_budget import spill_prefix
 from warmkernel.types import MAIN_KERNEL, ExecutionNumber, ExecutionState, Generation
 
@@ -129,6 +136,11 @@ class Journal:
         self._lock = lock
         """The workspace's lock, held by `main`'s journal; None for another kernel's."""
         self._events: int | None = events
+        self._waiting: list[bytes] = []
+        """Lines that could not be written yet (a full disk), oldest first."""
+        self.on_write: Callable[[OSError | None], None] = lambda _: None
+        """Told the error of each line that could not be written, and None when a cell's start
+        was: there is room for cells again."""
 
     @classmethod
     def open(cls, workspace: Path, state_dir: Path | None = None) -> Journal:
@@ -157,8 +169,11 @@ class Journal:
         return sorted(path.name for path in kernels.iterdir() if path.is_dir()) if kernels.is_dir() else []
 
     def close(self) -> None:
-        """Stop writing (for `main`'s journal: and let another process take the workspace's)."""
+        """Stop writing (for `main`'s journal: and let another process take the workspace's); a
+        line still waiting for room is tried once more."""
         if self._events is not None:
+            with contextlib.suppress(OSError):
+                self._write_waiting(self._events)
             os.close(self._events)
             self._events = None
         if self._lock is not None:
@@ -263,9 +278,10 @@ class Journal:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def started(self, record: ExecutionRecord) -> None:
-        """An accepted cell, once sent and before any of its output: if this process ends first,
-        it reads back as died."""
+    def started(self, record: ExecutionRecord, *, refusable: bool = True) -> None:
+        """A cell, before the kernel runs it (or, not `refusable`, a cell it already runs): if this
+        process ends first, it reads back as died. A refusable start that cannot be written raises
+        OSError: the cell must not get its number."""
         self._append(
             {
                 "event": "start",
@@ -278,19 +294,25 @@ class Journal:
                 "client": record.client,
                 "directives": asdict(record.directives),
                 "patch_literals": record.patch_literals,
-            }
+            },
+            refusable=refusable,
         )
 
     def finished(self, record: ExecutionRecord) -> None:
-        """How a record ended, and its output, moved into the output directory once, now."""
+        """How a record ended, and its output, moved into the output directory once, now (a full
+        disk: the journaled record says its output was not kept)."""
         try:
             manifest = record.output.persist()
-        except OSError:
-            log.exception("the output of execution %d could not be journaled", record.number)
-            manifest = None
+        except OSError as exc:
+            log.warning("the output of execution %d could not be journaled: %s", record.number, exc)
+            self.on_write(exc)
+            self._finish(record, None, output_not_journaled(exc))
+            return
         self._finish(record, manifest)
 
-    def _finish(self, record: ExecutionRecord, manifest: LogManifest | None) -> None:
+    def _finish(self, record: ExecutionRecord, manifest: LogManifest | None, lost: str = "") -> None:
+        """Append the finish event; `lost` says why its output is not journaled."""
+        reason = "; ".join(part for part in (record.end_reason, lost) if part)
         self._append(
             {
                 "event": "finish",
@@ -299,7 +321,7 @@ class Journal:
                 "elapsed_s": record.elapsed(),
                 "error_name": record.error_name,
                 "error_value": record.error_value,
-                "end_reason": record.end_reason,
+                "end_reason": reason,
                 "images": len(record.displays.images),
                 "cleared_before": record.displays.cleared_before,
                 "output": manifest,
@@ -315,18 +337,43 @@ class Journal:
         """A record's output was dropped to stay under the output limit: also after a restart."""
         self._append({"event": "drop", "execution": record.number})
 
-    def _append(self, event: dict[str, Any]) -> None:
-        """One line, one unbuffered write. A journal that cannot be written must not stop the
-        kernel: the failure is logged and the session goes on."""
+    def _append(self, event: dict[str, Any], *, refusable: bool = False) -> None:
+        """One line, one unbuffered write, after the lines waiting for room. A journal that cannot
+        be written must not stop the kernel: the line waits (a `refusable` one raises instead)."""
         events = self._events
         if events is None:
             raise RuntimeError(f"the journal {self.directory} of {self.workspace} is closed")
-        line = memoryview((json.dumps(event, separators=(",", ":")) + "\n").encode())
+        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
         try:
-            while line:
-                line = line[os.write(events, line) :]
-        except OSError:
-            log.exception("the %s of execution %s could not be journaled", event["event"], event["execution"])
+            self._write_waiting(events)
+            _write_line(events, line)
+        except OSError as exc:
+            what, number = event["event"], event["execution"]
+            log.warning("the %s of execution %s could not be journaled: %s", what, number, exc)
+            self.on_write(exc)
+            if refusable:
+                raise
+            self._waiting.append(line)
+            return
+        if refusable:
+            self.on_write(None)
+
+    def _write_waiting(self, events: int) -> None:
+        """Write the lines that waited for room, oldest first; OSError leaves the rest waiting."""
+        while self._waiting:
+            _write_line(events, self._waiting[0])
+            del self._waiting[0]
+
+
+def _write_line(events: int, line: bytes) -> None:
+    """Append one line; a write that fails (a full disk) is cut off again, and raises."""
+    view = memoryview(line)
+    try:
+        while view:
+            view = view[os.write(events, view) :]
+    except OSError:
+        _cut_torn_tail(events)
+        raise
 
 
 def _open_events(directory: Path) -> int:
@@ -379,7 +426,8 @@ def _lock(directory: Path, workspace: Path) -> int:
             "stop it first, or run with --ephemeral",
         ) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    with contextlib.suppress(OSError):  # the pid only names the holder; a full disk may refuse it
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 

@@ -5,6 +5,10 @@ counted here. Past the limit, the output of the oldest executions that spilled i
 (their counts stay, reads say it was dropped), never the output of the one still writing.
 With a journal, the output of every finished execution is on disk, also the output that
 earlier processes left there (`adopt`), and each drop is told to the journal (`on_drop`).
+
+The budget also knows whether the directory has room: the first write that fails after one
+that succeeded (a spill file, an image, a journal line: `wrote`) is told to `on_full`, once
+for each time the disk fills.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class OutputBudget:
         limit_bytes: int,
         record_of: Callable[[ExecutionNumber], ExecutionRecord],
         on_drop: Callable[[ExecutionRecord], None] | None = None,
+        on_full: Callable[[OSError], None] = lambda _: None,
     ) -> None:
         self._directory = directory
         self._threshold_bytes = threshold_bytes
@@ -50,11 +55,20 @@ class OutputBudget:
         """Bytes of every execution's output still on disk."""
         self._on_disk: deque[ExecutionRecord] = deque()
         """Records with spilled output, oldest first: the order their output is dropped in."""
+        self._on_full = on_full
+        self.full: OSError | None = None
+        """The error of the latest write to the directory, while no write has succeeded since."""
 
     def spill(self, number: ExecutionNumber) -> Spill:
         """Where execution `number`'s output and images go past the threshold, counted against the limit."""
         count = partial(self._count, number)
-        return Spill(self._directory, self._threshold_bytes, count, spill_prefix(number))
+        return Spill(self._directory, self._threshold_bytes, count, spill_prefix(number), self.wrote)
+
+    def wrote(self, error: OSError | None) -> None:
+        """A write to the directory ended, and failed with `error` (None: it succeeded)."""
+        if error is not None and self.full is None:
+            self._on_full(error)
+        self.full = error
 
     def _count(self, writer: ExecutionNumber, written: int) -> None:
         """Count a write; past the limit drop the oldest other executions' output.
@@ -64,6 +78,7 @@ class OutputBudget:
         if not self._on_disk or self._on_disk[-1].number != writer:
             self._on_disk.append(self._record_of(writer))
         self._spilled_bytes += written
+        self.full = None
         self._shrink(writer)
 
     def adopt(self, records: list[ExecutionRecord]) -> None:

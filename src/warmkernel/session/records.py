@@ -1,11 +1,14 @@
 """RecordBook: every execution of one kernel by number, how a new one is opened, and which one a call means.
 
 Numbers are warmkernel's own: one past the latest, never reused, also across resets, deaths
-and (with a journal) daemon restarts. Each record is journaled when it starts and when it ends.
+and (with a journal) daemon restarts. Each record is journaled when it starts and when it ends,
+and a cell of ours whose start cannot be journaled (a full disk) gets no number:
+`journal_unavailable`, so the number is still free after a restart.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,6 +20,7 @@ from warmkernel.execution.output_log import OutputLog
 from warmkernel.execution.record import ExecutionRecord
 from warmkernel.execution.selection import Selection
 from warmkernel.replies import refusals
+from warmkernel.replies.disk import disk_full_notice, journal_unavailable
 from warmkernel.session.journal import Journal
 from warmkernel.session.output_budget import OutputBudget
 from warmkernel.settings.model import Settings
@@ -37,19 +41,31 @@ class OutputSelection:
 class RecordBook:
     """The records of kernel `name`, oldest first; with a journal, those of earlier processes too.
 
-    Output past the spill threshold goes to files in `directory` (the journal's, with one)."""
+    Output past the spill threshold goes to files in `directory` (the journal's, with one). When
+    that disk fills, `tell` is given the notice once."""
 
-    def __init__(self, name: str, settings: Settings, directory: Path, journal: Journal | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        directory: Path,
+        journal: Journal | None,
+        tell: Callable[[str], None] = lambda _: None,
+    ) -> None:
         self.name = name
         self._records: dict[ExecutionNumber, ExecutionRecord] = {}
         self._journal = journal
+        where = journal.directory if journal is not None else directory
         self._budget = OutputBudget(
             directory,
             threshold_bytes=settings.spill_threshold_bytes,
             limit_bytes=settings.max_output_bytes,
             record_of=self._records.__getitem__,
             on_drop=journal.dropped if journal is not None else None,
+            on_full=lambda error: tell(disk_full_notice(where, error, journaled=journal is not None)),
         )
+        if journal is not None:
+            journal.on_write = self._budget.wrote
         self.restored = self._restore()
         """The records an earlier process journaled, oldest first (none without a journal)."""
 
@@ -79,8 +95,12 @@ class RecordBook:
         client: str,
         directives: Directives | None = None,
         patch_literals: int = 0,
+        cell_id: str | None = None,
+        adopted: bool = False,
     ) -> ExecutionRecord:
-        """A new record for a cell the kernel runs (ours, or one another Jupyter client sent)."""
+        """A new record, its start journaled: for a cell of ours before it is sent (else
+        `journal_unavailable`, and no number is given out), or for one another Jupyter client
+        sent (`adopted`: the kernel runs it already, and its start is journaled once there is room)."""
         number = self.next_number()
         spill = self._budget.spill(number)
         record = ExecutionRecord(
@@ -91,15 +111,16 @@ class RecordBook:
             patch_literals=patch_literals,
             output=OutputLog(spill),
             displays=DisplayLog(spill),
+            cell_id=cell_id,
             client=client,
         )
+        if self._journal is not None:
+            try:
+                self._journal.started(record, refusable=not adopted)
+            except OSError as exc:
+                raise journal_unavailable(self.name, self._journal.directory, exc) from exc
         self._records[number] = record
         return record
-
-    def started(self, record: ExecutionRecord) -> None:
-        """The kernel runs the record's cell: journal its start, before any of its output."""
-        if self._journal is not None:
-            self._journal.started(record)
 
     def finished(self, record: ExecutionRecord) -> None:
         if self._journal is not None:

@@ -36,6 +36,7 @@ from warmkernel.kernel.channel import (
     Stream,
     WidgetChanged,
 )
+from warmkernel.replies.disk import output_not_kept_reason
 from warmkernel.replies.runs import output_cap_marker, output_cap_reason
 from warmkernel.settings.model import Settings
 from warmkernel.types import ExecutionState, MsgId
@@ -319,12 +320,16 @@ class ExecutionTracker:
         self.record.output.append("stdout", prompt.text + ("" if prompt.password else answer) + "\n")
 
     def finish(self, state: ExecutionState, reason: str = "") -> None:
-        """End the record as `state` (e.g. `died` with the exit reason); later events are dropped."""
+        """End the record as `state` (e.g. `died` with the exit reason); later events are dropped.
+        Its reason also says how much output was not kept: past the cap, or on a full disk."""
         self.kernel.channel.forget(self.msg_id)
-        if self.record.output_dropped_bytes:
-            dropped = output_cap_reason(self.record.output_dropped_bytes, self._max_output_bytes)
-            reason = f"{reason}; {dropped}" if reason else dropped
-        self.record.finish(state, reason=reason)
+        record, output = self.record, self.record.output
+        reasons = [reason] if reason else []
+        if record.output_dropped_bytes:
+            reasons.append(output_cap_reason(record.output_dropped_bytes, self._max_output_bytes))
+        if output.unwritable is not None:
+            reasons.append(output_not_kept_reason(output.not_kept_bytes, output.unwritable))
+        record.finish(state, reason="; ".join(reasons))
         self._on_finish(self)
 
 

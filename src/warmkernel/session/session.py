@@ -104,7 +104,7 @@ class Session:
         self.notices = Notices()
         self._admission = Admission()
         directory = journal.output_directory if journal is not None else root.subdirectory(f"output-{name}")
-        self._book = RecordBook(name, settings, directory, journal)
+        self._book = RecordBook(name, settings, directory, journal, self.notices.tell)
         restored = self._book.restored
         if restored:
             self.notices.tell(restart_notice(restored[0].number, restored[-1].number))
@@ -399,20 +399,20 @@ class Session:
                 await self._align_counter(kernel, deadline)
             number = self._book.next_number()
             begun = await self._notebook.begin_cell(kernel, cell, number) if cell is not None else ""
+            # Journaled before it is sent: `journal_unavailable` if it cannot be, and nothing runs.
             record = self._book.open(
                 submission.source,
                 kernel.generation,
                 client=client,
                 directives=submission.directives,
                 patch_literals=submission.patch_literals,
+                cell_id=cell.id if cell is not None else None,
             )
             tracker = self._track(record, kernel)
             inbox: ExecutionTracker | OutputCollector = tracker
             if cell is not None:
-                record.cell_id = cell.id
                 inbox = self._notebook.start_run(cell, record, begun, tracker)
             tracker.msg_id = kernel.channel.execute(submission.runs, inbox, allow_stdin=True)
-            self._book.started(record)  # while the kernel runs the cell, before any of its output
         self._announce()
         return record
 
@@ -423,9 +423,8 @@ class Session:
         if kernel is not self._slot.kernel:
             return None
         who = f"{cell.username or 'jupyter'} (jupyter session {cell.jupyter_session[:8]})"
-        record = self._book.open(cell.code, kernel.generation, client=who)
+        record = self._book.open(cell.code, kernel.generation, client=who, adopted=True)
         tracker = self._track(record, kernel, foreign=True)
-        self._book.started(record)
         self._announce()
         return tracker
 
@@ -458,7 +457,8 @@ class Session:
     async def _keep_running_cell(self, journal: Journal) -> None:
         """While a cell runs, mark the journal alive, and once it has run a while, write its output
         through to the journal as it comes: if the daemon is killed, the record's time runs until
-        then and its lines until then stay readable (`Journal.load`)."""
+        then and its lines until then stay readable (`Journal.load`). A write that fails (a full
+        disk) ends what the output keeps, never the cell (`OutputLog`)."""
         while True:
             running = self._admission.running
             if running is None:
@@ -467,12 +467,12 @@ class Session:
             await anyio.sleep(ALIVE_EVERY_S)
             if self._admission.running is not running:
                 continue
+            if running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
+                running.record.output.write_through()
             try:
-                if running.record.elapsed() >= WRITE_THROUGH_AFTER_S:
-                    running.record.output.write_through()
                 journal.alive()
-            except OSError:  # a full disk, say: logged, and the cell goes on
-                log.exception("execution %d could not be written through", running.record.number)
+            except OSError:  # the events file's time; logged, and the cell goes on
+                log.exception("the journal of execution %d could not be marked alive", running.record.number)
 
     def select(self, execution: int | None) -> ExecutionRecord:
         """The given execution, else the running one, else the latest."""

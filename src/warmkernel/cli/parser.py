@@ -244,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
         "serve the MCP tools over Streamable HTTP",
         "Serve the tools of this workspace's daemon (started if there is none) over Streamable HTTP, "
         "until stopped (Ctrl-C, SIGTERM). Every request needs 'Authorization: Bearer TOKEN'; the token "
-        "is --token, else $WARMKERNEL_TOKEN, else generated and written to the daemon's descriptor "
-        "(see `warmkernel sessions --json`). HTTP clients, hosts over stdio and the CLI share one kernel.",
+        "is --token or --token-file, else $WARMKERNEL_TOKEN, else generated and written to the daemon's "
+        "descriptor (see `warmkernel sessions --json`). HTTP clients, hosts over stdio and the CLI share "
+        "one kernel.",
         parents=False,
     )
     serve.add_argument(
@@ -255,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     serve.add_argument(
         "--token", help="bearer token to require (default: $WARMKERNEL_TOKEN, else a generated one)"
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help="file holding the bearer token (whitespace around it dropped); unlike --token, the "
+        "process list never shows it",
     )
     serve.add_argument(
         "--allowed-host",

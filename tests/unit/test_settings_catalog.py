@@ -64,6 +64,7 @@ NAMES = {
     "--port": "port",
     "--path": "path",
     "--token": "token",
+    "--token-file": "token_file",
     "--allowed-host": "allowed_host",
     "--serve": "serve",
     "--server-port": "server_port",
@@ -107,7 +108,7 @@ def test_a_secret_is_not_shown_by_a_settings_repr() -> None:
 
 
 def test_the_hello_takes_the_reply_declarations_and_refuses_any_other() -> None:
-    from warmkernel.daemon.local_socket import Hello
+    from warmkernel.daemon.hello import Hello
 
     replies = {s.dest for s in CATALOG if s.scope == "reply"}
     assert REPLY_SETTINGS == replies >= {"default_wait_s", "inline_max_chars", "progress_interval_s"}
@@ -115,7 +116,7 @@ def test_the_hello_takes_the_reply_declarations_and_refuses_any_other() -> None:
     assert hello.options == {"inline_max_chars": 8000, "default_wait_s": 2}
     with pytest.raises(WarmkernelError) as caught:
         Hello.parse(b'{"client": "cli", "options": {"max_kernels": 9}}')
-    assert caught.value.message.startswith("max_kernels are not reply options; a client may choose ")
+    assert caught.value.message.startswith('"max_kernels" in the hello\'s "options" are not reply options; ')
     assert caught.value.message.endswith(", ".join(sorted(replies)))
 
 

@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
 from warmkernel.cli.configured import workspace_of
 from warmkernel.cli.exits import EXIT_OK
@@ -24,10 +25,14 @@ from warmkernel.cli.options import (
     workspace_daemon,
 )
 from warmkernel.daemon.client import open_socket
-from warmkernel.daemon.discovery import daemon_title
+from warmkernel.daemon.discovery import daemon_title, retitle
 from warmkernel.errors import WarmkernelError
 from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
+
+TOKEN_VARIABLE = "WARMKERNEL_TOKEN"
+TOKEN_FILE_MAX_BYTES = 4096
+"""A token file holds one token: a bigger one is refused, never read whole."""
 
 
 def mcp(args: argparse.Namespace) -> int:
@@ -58,8 +63,11 @@ def serve(args: argparse.Namespace) -> int:
     """Open the daemon's public endpoint and keep it open until a signal (or the daemon's end)."""
     from warmkernel.faces.http_server import check_bind, new_token
 
+    workspace = workspace_of(args)
+    # First, before a daemon is forked from this process: `--token T` leaves the process list.
+    renamed = retitle(f"warmkernel serve {workspace.path}")
     check_bind(args.host, args.port, args.allowed_host)  # before a daemon is started for nothing
-    given = args.token  # the flag, else $WARMKERNEL_TOKEN or the user's file (`configured`)
+    given = _given_token(args)
     token = given or new_token()
     descriptor, _ = workspace_daemon(args)
     endpoint = {
@@ -79,6 +87,8 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if _typed("--token"):
+            print(_token_flag_warning(renamed), file=sys.stderr, flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGHUP, lambda *_: sys.exit(0))
         try:
@@ -90,15 +100,65 @@ def serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _given_token(args: argparse.Namespace) -> str | None:
+    """The bearer token `serve` was given (--token, --token-file, else the variable), checked;
+    None when none was, and one is generated."""
+    from warmkernel.faces.http_server import check_token
+
+    if args.token is not None and args.token_file is not None:
+        raise WarmkernelError("invalid_arguments", "give --token or --token-file, not both")
+    if args.token_file is not None:
+        token, origin = _read_token_file(args.token_file), f"--token-file {args.token_file}"
+    elif args.token is not None:  # the flag, else the variable or a configuration file (`configured`)
+        token, origin = args.token, "--token" if _typed("--token") else f"${TOKEN_VARIABLE}"
+    else:
+        return None
+    check_token(token, origin)
+    return token
+
+
+def _typed(flag: str) -> bool:
+    """Whether `flag` is on this process's command line (as `--flag VALUE` or `--flag=VALUE`)."""
+    return any(word == flag or word.startswith(f"{flag}=") for word in sys.argv[1:])
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(TOKEN_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise WarmkernelError("invalid_arguments", f"--token-file {path}: {exc.strerror}") from exc
+    if len(data) > TOKEN_FILE_MAX_BYTES:
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"--token-file {path} holds over {TOKEN_FILE_MAX_BYTES} bytes; it must hold the token alone",
+        )
+    try:
+        return data.decode().strip()
+    except UnicodeDecodeError as exc:
+        raise WarmkernelError("invalid_arguments", f"--token-file {path} is not UTF-8 text ({exc})") from exc
+
+
+def _token_flag_warning(renamed: bool) -> str:
+    """What `serve --token T` is told: every local user could read T, and run code with it."""
+    shown = (
+        "until this process renamed itself"
+        if renamed
+        else "for as long as this process runs (it could not rename itself)"
+    )
+    return (
+        f"warmkernel: warning: --token is readable by every local user in the process list {shown}; "
+        f"give the token with --token-file PATH or ${TOKEN_VARIABLE} instead"
+    )
+
+
 def daemon(args: argparse.Namespace) -> int:
     """The workspace's daemon, in the foreground (`discovery.start_daemon` runs it detached)."""
-    from setproctitle import setproctitle
-
     from warmkernel.daemon.daemon import DaemonOptions, run_daemon
 
     _configure_logging(args.log_level)
     workspace = workspace_of(args)
-    setproctitle(daemon_title(workspace.path))  # what `ps` shows, and how clients know it is alive
+    retitle(daemon_title(workspace.path))  # what `ps` shows, and how clients know it is alive
     settings = _settings(args)
     options = DaemonOptions(
         idle_stop_s=args.idle_stop,

@@ -280,8 +280,9 @@ def _check_same_console(running: Endpoint, asked: Endpoint) -> None:
 
 
 def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
-    """The endpoint a `serve` hello names; refused beyond loopback without allowed Host names."""
-    from warmkernel.faces.http_server import Endpoint, check_bind
+    """The endpoint a `serve` hello names; refused beyond loopback without allowed Host names, and
+    with a token that would let anyone in."""
+    from warmkernel.faces.http_server import Endpoint, check_bind, check_token
 
     try:
         allowed = tuple(str(name) for name in spec.get("allowed_hosts", ()))
@@ -291,6 +292,7 @@ def _public_endpoint(spec: Mapping[str, Any]) -> Endpoint:
     except (KeyError, TypeError, ValueError) as exc:
         raise WarmkernelError("invalid_arguments", f"the serve hello lacks {exc}") from exc
     check_bind(endpoint.host, endpoint.port, endpoint.allowed_hosts)
+    check_token(endpoint.token, "the serve hello")
     return endpoint
 
 

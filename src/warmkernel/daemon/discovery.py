@@ -114,28 +114,53 @@ def runtime_dir() -> Path:
         path = login / "warmkernel"
     else:
         path = Path("/tmp") / f"warmkernel-{os.getuid()}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _check_private(path)
+    return _private_dir(path, parents=True)
+
+
+_ELSEWHERE = f"point {RUNTIME_DIR_ENV} at a directory of your own"
+"""The way out of a refused runtime directory (another user's, in /tmp, is not ours to remove)."""
+
+
+def _private_dir(path: Path, *, parents: bool = False) -> Path:
+    """`path`, made 0700 if need be; refused unless it is a real directory of this user (a symlink's
+    target would be chmod'ed and trusted, another user's would read and plant descriptors)."""
+    try:
+        path.mkdir(mode=0o700, parents=parents, exist_ok=True)
+    except FileExistsError:
+        pass  # there, but not a directory: refused below
+    except OSError as exc:
+        raise WarmkernelError("daemon_error", f"cannot make {path} ({exc.strerror}); {_ELSEWHERE}") from exc
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise WarmkernelError(
+            "daemon_error", f"{path} is a symbolic link; refusing to use it: remove it, or {_ELSEWHERE}"
+        )
+    if info.st_uid != os.getuid():
+        raise WarmkernelError(
+            "daemon_error",
+            f"{path} belongs to {_user(info.st_uid)}, not to {_user(os.getuid())}; refusing to use it: "
+            f"{_ELSEWHERE} (or have it removed)",
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise WarmkernelError(
+            "daemon_error", f"{path} is not a directory; refusing to use it: remove it, or {_ELSEWHERE}"
+        )
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
     return path
 
 
-def _check_private(path: Path) -> None:
-    """Refuse a directory that is a symlink (its target would be chmod'ed and trusted) or another
-    user's; make ours 0700."""
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode):
-        raise WarmkernelError("daemon_error", f"{path} is a symbolic link; refusing to use it (remove it)")
-    if info.st_uid != os.getuid():
-        raise WarmkernelError("daemon_error", f"{path} belongs to another user; refusing to use it")
-    if info.st_mode & 0o077:
-        path.chmod(0o700)
+def _user(uid: int) -> str:
+    import pwd  # here: only a refusal names a user
+
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _descriptors_dir() -> Path:
-    path = runtime_dir() / "daemons"
-    path.mkdir(mode=0o700, exist_ok=True)
-    _check_private(path)
-    return path
+    return _private_dir(runtime_dir() / "daemons")
 
 
 def write_descriptor(descriptor: Descriptor) -> Path:
@@ -161,6 +186,25 @@ def daemon_title(workspace: Path | str) -> str:
     return f"warmkernel daemon {workspace}"
 
 
+def retitle(title: str) -> bool:
+    """Make `ps` show `title` for this process; False if it still shows the command line.
+
+    setproctitle finds the command line's memory from the address of the first environment
+    variable, so its first call must come before any change to the environment: it renames nothing
+    once that variable has been set again, nor in a process with no environment at all.
+    """
+    from setproctitle import setproctitle  # here: only the serving processes rename themselves
+
+    setproctitle(title)
+    return _titled(psutil.Process(), title)
+
+
+def _titled(process: psutil.Process, title: str) -> bool:
+    # The title, written over argv, is split on spaces when it outgrew argv and ran on into the
+    # environment's memory, and followed by empty words when it did not.
+    return " ".join(process.cmdline()).rstrip() == title
+
+
 def _alive(descriptor: Descriptor) -> bool:
     """The descriptor's process still runs (not a zombie) and is that daemon, not a reused pid:
     it bears the daemon's title, or it started before the descriptor was written (a daemon of an
@@ -174,9 +218,7 @@ def _alive(descriptor: Descriptor) -> bool:
         process = psutil.Process(descriptor.pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        # The title, written over argv, is split on spaces when it outgrew argv and ran on
-        # into the environment's memory, and followed by empty words when it did not.
-        titled = " ".join(process.cmdline()).rstrip() == daemon_title(descriptor.workspace)
+        titled = _titled(process, daemon_title(descriptor.workspace))
         return titled or process.create_time() <= descriptor.started_at + 1
     except psutil.Error:
         return False
@@ -204,13 +246,39 @@ def live_descriptors() -> list[Descriptor]:
 
 
 def _remove_socket_dir(descriptor: Descriptor) -> None:
-    """A killed daemon's socket directory (one it made: `wkd-*` in the temp directory) goes too."""
+    """A killed daemon's socket directory (one it made: `wkd-*` in the temp directory) goes too,
+    unless a process listens on a socket in it: a live daemon's, whatever descriptor names it."""
     import shutil  # here: every verb imports this module, few remove a stale daemon's files
     import tempfile
 
     directory = Path(descriptor.socket).parent
-    if directory.name.startswith(SOCKET_DIR_PREFIX) and directory.parent == Path(tempfile.gettempdir()):
+    if not directory.name.startswith(SOCKET_DIR_PREFIX) or directory.parent != Path(tempfile.gettempdir()):
+        return
+    try:
+        sockets = [entry.path for entry in os.scandir(directory) if _is_socket(entry)]
+    except OSError:
+        return  # gone already, or not ours to list
+    if not any(map(_listened, sockets)):
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _is_socket(entry: os.DirEntry[str]) -> bool:
+    return stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+
+
+def _listened(path: str) -> bool:
+    """Whether a process listens on the Unix socket at `path` (a connection is tried, not kept)."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)  # a full backlog must not make us wait
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # a full backlog (EAGAIN), or one we may not judge: kept
+    return True
 
 
 def _contains(workspace: str, cwd: Path) -> bool:
@@ -242,9 +310,7 @@ def find_daemon(cwd: Path, daemon_id: str | None = None) -> Descriptor | None:
 @contextmanager
 def _start_lock(workspace: Path) -> Iterator[None]:
     """Held while a workspace's daemon is looked for and, if need be, started."""
-    locks = runtime_dir() / "locks"
-    locks.mkdir(mode=0o700, exist_ok=True)
-    _check_private(locks)
+    locks = _private_dir(runtime_dir() / "locks")
     name = f"{zlib.crc32(str(workspace.resolve()).encode()):08x}"  # a collision only serializes two starts
     fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -333,8 +399,9 @@ def _fork_daemon(
 
     Forked rather than spawned: the child has an interpreter with the CLI's modules already, which
     a spawned daemon spends over a tenth of a second on (the callers, the CLI and the relay, run
-    no thread). The daemon renames itself (`cli.serving.daemon`), so the command line it was
-    forked from (a cell's source, a token typed there) does not stay in `ps` for its life.
+    no thread). The child renames itself at once, so the command line it was forked from (a cell's
+    source, a token typed there) does not stay in `ps` for its life; where it cannot (see
+    `retitle`), it becomes a fresh `python -m warmkernel daemon ...` instead.
     """
     gc.collect()  # garbage holding a descriptor of ours must not close, in the child, a reuse of it
     sys.stdout.flush()
@@ -353,6 +420,10 @@ def _fork_daemon(
             if fd > 2 and fd != ready_fd:
                 with contextlib.suppress(OSError):  # the listing's own descriptor, gone
                     os.close(fd)
+        if not retitle(daemon_title(workspace)):  # before the environment changes (see `retitle`)
+            os.set_inheritable(ready_fd, True)
+            command = [sys.executable, "-m", "warmkernel", *argv]  # a fresh argv holds no secret
+            os.execve(sys.executable, command, {**os.environ, **(environment or {})})
         os.environ.update(environment or {})
         sys.argv = [sys.argv[0], *argv]
         runpy.run_module("warmkernel", run_name="__main__")  # as `python -m warmkernel ARGV` does

@@ -38,6 +38,23 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def check_token(token: str, origin: str) -> None:
+    """Refuse a bearer token that lets anyone in (an empty one matches `Bearer` with nothing
+    after it) or that no request can carry (a header's value is one line, trimmed)."""
+    if not token.strip():
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"{origin} gives an empty bearer token, which would let in a request with no token; "
+            "give a token, or none at all for a generated one",
+        )
+    if token != token.strip() or not token.isprintable():
+        raise WarmkernelError(
+            "invalid_arguments",
+            f"{origin} gives a bearer token with whitespace at an end or a control character, which "
+            "no Authorization header carries; give printable characters with no space at either end",
+        )
+
+
 class BearerAuth:
     """ASGI middleware: 401 for any request without the exact bearer token."""
 
@@ -51,12 +68,14 @@ class BearerAuth:
             return
         # The scheme is case-insensitive (RFC 9110 11.1): `bearer TOKEN` is as good as `Bearer TOKEN`.
         scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").strip().partition(b" ")
-        if scheme.lower() == b"bearer" and secrets.compare_digest(given.strip(), self.expected):
+        given = given.strip()
+        if scheme.lower() == b"bearer" and given and secrets.compare_digest(given, self.expected):
             await self.app(scope, receive, send)
             return
         body = (
-            b"401 Unauthorized: send the token `warmkernel serve` was given (--token), else the "
-            b"public_token of `warmkernel sessions --json`, as 'Authorization: Bearer <token>'\n"
+            b"401 Unauthorized: send the token `warmkernel serve` was given (--token, --token-file, "
+            b"$WARMKERNEL_TOKEN), else the public_token of `warmkernel sessions --json`, as "
+            b"'Authorization: Bearer <token>'\n"
         )
         await send(
             {

@@ -376,7 +376,17 @@ CATALOG = (
         verb="serve",
         secret=True,
         absent="${variable}, else a generated one",
-        help="bearer token to require",
+        help="bearer token to require (the process list shows it: --token-file does not)",
+    ),
+    Setting(
+        flag="--token-file",
+        dest="token_file",
+        default=None,
+        scope="daemon",
+        kind=FILE,
+        verb="serve",
+        metavar="PATH",
+        help="file holding the bearer token (whitespace around it dropped)",
     ),
     Setting(
         flag="--allowed-host",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -84,28 +84,32 @@ async def test_running_reply_clips_each_line_to_200_characters(client: Client, g
 # -- progress -----------------------------------------------------------------------------------
 
 
-class Progress:
-    """A progress callback that keeps what it was told."""
+Note = tuple[float, float | None, str | None]
+"""A progress notification: progress, total, message."""
 
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, float | None, str | None]] = []
+
+class Progress:
+    """A progress callback that keeps what it was told, and opens the cell's gate once `enough`
+    says it was told enough (by default, once it heard anything)."""
+
+    def __init__(self, gate: Gate, enough: Callable[[list[Note]], bool] = bool) -> None:
+        self.seen: list[Note] = []
+        self._gate = gate
+        self._enough = enough
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.seen.append((progress, total, message))
+        if self._enough(self.seen):
+            self._gate.open()
 
 
 async def test_client_that_asked_for_progress_hears_from_a_long_wait_every_5_s(
     client: Client, gate: Gate
 ) -> None:
-    progress = Progress()
-
-    async def heard(elapsed: float, total: float | None, message: str | None) -> None:
-        await progress(elapsed, total, message)
-        gate.open()
-
+    progress = Progress(gate)
     code = f"# warmkernel: --wait 60\nprint('loading data', flush=True)\n{gate.wait}"
     with anyio.fail_after(60):
-        result = await client.call_tool("run_python", {"freeform": code}, progress_callback=heard)
+        result = await client.call_tool("run_python", {"freeform": code}, progress_callback=progress)
     assert not result.is_error
     assert progress.seen, "no progress notification in more than 5 s"
     elapsed, total, message = progress.seen[0]
@@ -115,18 +119,12 @@ async def test_client_that_asked_for_progress_hears_from_a_long_wait_every_5_s(
 
 async def test_progress_increases_and_names_the_latest_line(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client(progress_interval_s=0.1) as client:
-        progress = Progress()
-
-        async def heard(elapsed: float, total: float | None, message: str | None) -> None:
-            await progress(elapsed, total, message)
-            if len(progress.seen) >= 3 and (message or "").endswith(": step 9"):
-                gate.open()
-
+        progress = Progress(gate, lambda seen: len(seen) >= 3 and (seen[-1][2] or "").endswith(": step 9"))
         code = f"for i in range(10):\n    print(f'step {{i}}', flush=True)\n{gate.wait}"
         number, _ = await run(client, "# warmkernel: --wait 0.01\n" + code)
         with anyio.fail_after(30):
             result = await client.call_tool(
-                "wait_python", {"execution": number, "timeout_seconds": 30}, progress_callback=heard
+                "wait_python", {"execution": number, "timeout_seconds": 30}, progress_callback=progress
             )
         assert body(text_of(result))[-1] == "step 9"
         values = [value for value, _, _ in progress.seen]
@@ -140,19 +138,14 @@ async def test_a_coloured_progress_bar_is_named_as_a_terminal_shows_it(
     fresh_client: FreshClient, gate: Gate
 ) -> None:
     async with fresh_client(progress_interval_s=0.1) as client:
-        progress = Progress()
-
-        async def heard(elapsed: float, total: float | None, message: str | None) -> None:
-            await progress(elapsed, total, message)
-            gate.open()
-
+        progress = Progress(gate)
         bar = "\\r\\x1b[31mtrain\\x1b[0m: {i}/8 ["
         code = f"import sys\nfor i in range(8):\n    sys.stderr.write(f'{bar}')\n{gate.wait}"
         number, text = await run(client, "# warmkernel: --wait 0.35\n" + code)
         assert "Progress now: train: " in text and "\x1b" not in text, text
         with anyio.fail_after(30):
             await client.call_tool(
-                "wait_python", {"execution": number, "timeout_seconds": 30}, progress_callback=heard
+                "wait_python", {"execution": number, "timeout_seconds": 30}, progress_callback=progress
             )
         messages = [message or "" for _, _, message in progress.seen]
         assert messages and all("\x1b" not in message for message in messages), messages

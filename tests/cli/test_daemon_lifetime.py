@@ -316,8 +316,8 @@ def test_busy_names_the_client_whose_cell_runs(cli: Cli, gate: Gate) -> None:
     assert refused.returncode == 3
     assert "(sent by host-a) is still running; this cell was not run" in refused.stderr
     assert cli("wait", "--timeout", "30").returncode in (0, 4)  # the host's interrupted cell has ended
-    sleeping = cli("run", "--timeout", "0.2", gate.wait)
-    assert sleeping.returncode == 3 and "running for" in sleeping.stdout, sleeping.stdout + sleeping.stderr
+    held = cli("run", "--timeout", "0.2", gate.wait)
+    assert held.returncode == 3 and "running for" in held.stdout, held.stdout + held.stderr
     second = cli("run", "1")
     assert "(sent by cli) is still running" in second.stderr, "another CLI command is named too"
     cli("interrupt")

@@ -49,8 +49,9 @@ class Gate:
             self._held = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
             os.write(self._held, b"o")
 
-    def remove(self) -> None:
-        """Open the gate for good: a plain file replaces the FIFO before the write end is let go."""
+    def open_for_good(self) -> None:
+        """Leave the gate open once the test is over: a plain file (always readable) replaces the
+        FIFO before the test lets go of its end."""
         self.open()
         plain = self.path.with_name(self.path.name + ".open")
         plain.touch()
@@ -66,4 +67,4 @@ def opened_at_exit(path: Path) -> Iterator[Gate]:
     try:
         yield gate
     finally:
-        gate.remove()
+        gate.open_for_good()

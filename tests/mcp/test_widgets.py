@@ -18,11 +18,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 BAR = re.compile(r"train:? +(\d+)%\|([█▏▎▍▌▋▊▉ ]{10})\| (\d+)/200")
 
 
-def tqdm_cell(pause: float, directive: str = "") -> str:
-    return (
-        f"{directive}from tqdm.auto import tqdm\nimport time\n"
-        f"for _ in tqdm(range(200), desc='train'):\n    time.sleep({pause})\n"
-    )
+TQDM_CELL = (
+    "from tqdm.auto import tqdm\nimport time\n"
+    "for _ in tqdm(range(200), desc='train'):\n    time.sleep(0.001)\n"
+)
 
 
 def bars(text: str) -> list[int]:
@@ -33,7 +32,7 @@ def bars(text: str) -> list[int]:
 async def test_a_tqdm_auto_bar_reads_its_final_state_and_the_streams_keep_first_and_last(
     memory_client: Client,
 ) -> None:
-    number, text = await run(memory_client, tqdm_cell(0.001))
+    number, text = await run(memory_client, TQDM_CELL)
     assert bars(text) == [100], text
     assert "200/200" in text and "HBox(" not in text
     result = await call(memory_client, "read_python_output", execution=number, stream="result")

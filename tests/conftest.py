@@ -18,6 +18,7 @@ import psutil
 import pytest
 from hypothesis import settings
 
+from tests.gates import Gate, opened_at_exit
 from warmkernel.daemon.discovery import RUNTIME_DIR_ENV, live_descriptors, stop_daemon
 from warmkernel.kernel.cgroup import own_directory
 from warmkernel.session.journal import STATE_DIR_ENV
@@ -44,6 +45,14 @@ def matplotlib_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Gate]:
+    """A closed gate a cell of this test waits on until the test opens it; opened for good at
+    teardown, so a failed test leaves no shared kernel blocked."""
+    with opened_at_exit(tmp_path / "gate") as closed:
+        yield closed
 
 
 def _cgroups_writable() -> bool:

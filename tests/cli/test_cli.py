@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import re
+import select
 import stat
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from mcp import Client
 
 from tests.cli.conftest import Cli
+from tests.gates import Gate
 from tests.mcp.calls import call, run
 from tests.mcp.conftest import stdio_parameters
 
@@ -27,21 +29,24 @@ from tests.mcp.conftest import stdio_parameters
     [
         pytest.param("1 + 1", 0, id="completed"),
         pytest.param("1/0", 1, id="error"),
-        pytest.param("# warmkernel: --wait 0.2\nimport time; time.sleep(3)", 3, id="still-running"),
+        pytest.param("# warmkernel: --wait 0.2\n{gate}", 3, id="still-running"),
         pytest.param("import os; os._exit(1)", 4, id="died"),
     ],
 )
-def test_run_exit_status_follows_the_execution_state(daemon_cli: Cli, code: str, status: int) -> None:
-    done = daemon_cli("run", code)
+def test_run_exit_status_follows_the_execution_state(
+    daemon_cli: Cli, gate: Gate, code: str, status: int
+) -> None:
+    done = daemon_cli("run", code.format(gate=gate.wait))
     assert done.returncode == status, done.stdout + done.stderr
     if status == 3:
+        gate.open()
         assert daemon_cli("wait", "--timeout", "30").returncode == 0
 
 
-def test_run_timeout_bounds_the_wait_unless_the_cell_sets_its_own(daemon_cli: Cli) -> None:
-    # The daemon's own wait (10 s) would outlast the cell: still running (3) means the timeout held.
-    short = daemon_cli("run", "--timeout", "0.3", "import time; time.sleep(3)")
+def test_run_timeout_bounds_the_wait_unless_the_cell_sets_its_own(daemon_cli: Cli, gate: Gate) -> None:
+    short = daemon_cli("run", "--timeout", "0.3", gate.wait)
     assert short.returncode == 3, short.stdout
+    gate.open()
     assert daemon_cli("wait", "--timeout", "30").returncode == 0
     own = daemon_cli("run", "--timeout", "0.3", "# warmkernel: --wait 30\nimport time; time.sleep(1)")
     assert own.returncode == 0, own.stdout
@@ -72,8 +77,8 @@ def test_usage_errors_exit_2(daemon_cli: Cli) -> None:
     assert daemon_cli("bogus-verb").returncode == 2
 
 
-def test_interrupted_run_exits_4(daemon_cli: Cli) -> None:
-    assert daemon_cli("run", "# warmkernel: --wait 0.1\nimport time; time.sleep(30)").returncode == 3
+def test_interrupted_run_exits_4(daemon_cli: Cli, gate: Gate) -> None:
+    assert daemon_cli("run", f"# warmkernel: --wait 0.1\n{gate.wait}").returncode == 3
     assert daemon_cli("interrupt").stdout.startswith("interrupt_sent")
     done = daemon_cli("wait", "--timeout", "30")
     assert done.returncode == 4
@@ -244,29 +249,58 @@ def test_every_verb_has_help(cli: Cli, verb: str) -> None:
     assert done.returncode == 0 and done.stdout.startswith("usage: warmkernel " + verb)
 
 
-def test_run_on_a_terminal_shows_a_live_line_of_the_time_then_of_the_cells_latest_output(cli: Cli) -> None:
-    steps = "for step in range(3):\n    print(f'step {step}', flush=True)\n    time.sleep(0.8)"
-    cell = f"import time\n{steps}\nprint('done')"
+LIVE_STEP = r"\r\x1b\[KIn \[1\] running for [\d.]+ m?s: step \d"
+"""The live line once it shows the cell's latest output."""
+
+
+def stderr_until(
+    process: subprocess.Popen[bytes], pattern: re.Pattern[bytes], timeout_s: float = 60
+) -> bytes:
+    """What `process` wrote to its stderr until `pattern` appeared there (within `timeout_s`)."""
+    assert process.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while not pattern.search(seen):
+        remaining = deadline - time.monotonic()
+        assert remaining > 0 and select.select([process.stderr], [], [], remaining)[0], (
+            f"no {pattern}: {seen!r}"
+        )
+        chunk = os.read(process.stderr.fileno(), 4096)
+        assert chunk, f"stderr ended before {pattern}: {seen!r}"
+        seen += chunk
+    return seen
+
+
+def test_run_on_a_terminal_shows_a_live_line_of_the_time_then_of_the_cells_latest_output(
+    cli: Cli, gate: Gate
+) -> None:
+    cell = f"print('step 0', flush=True)\n{gate.wait}\nprint('done')"
     controller, terminal = pty.openpty()
     try:
-        done = subprocess.run(
+        with subprocess.Popen(
             [sys.executable, "-m", "warmkernel", "run", cell],
             cwd=cli.workspace,
             env=cli.env,
             stdin=subprocess.DEVNULL,
             stdout=terminal,
             stderr=subprocess.PIPE,
-            timeout=90,
-        )
+        ) as done:
+            assert done.stderr is not None
+            live = stderr_until(
+                done, re.compile(LIVE_STEP.encode())
+            )  # the cell waits on its gate until its line is shown
+            gate.open()
+            live += done.stderr.read()
+            done.wait(90)
         shown = os.read(controller, 4096).decode()
     finally:
         os.close(controller)
         os.close(terminal)
     assert done.returncode == 0
     assert "done" in shown
-    stderr = done.stderr.decode()  # bytes: text mode would turn each \r into \n
+    stderr = live.decode()  # bytes: text mode would turn each \r into \n
     assert re.search(r"\r\x1b\[Krunning \d+\.\d s", stderr)
-    assert re.search(r"\r\x1b\[KIn \[1\] running for [\d.]+ m?s: step \d", stderr), stderr
+    assert re.search(LIVE_STEP, stderr), stderr
     assert stderr.endswith("\r\x1b[K")  # the line is cleared before the reply is printed
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.cli.conftest import Cli
 from tests.cli.test_tool_verbs import ONE_PIXEL
+from tests.gates import Gate
 
 PNG = base64.b64decode(ONE_PIXEL)
 
@@ -29,8 +30,8 @@ def hinted(stdout: str) -> list[list[str]]:
     return [shlex.split(command) for command in commands]
 
 
-def test_a_running_cell_names_commands_that_work(daemon_cli: Cli) -> None:
-    ran = daemon_cli("run", "--timeout", "0.5", "import time\nprint('begun', flush=True)\ntime.sleep(3)")
+def test_a_running_cell_names_commands_that_work(daemon_cli: Cli, gate: Gate) -> None:
+    ran = daemon_cli("run", "--timeout", "0.5", f"print('begun', flush=True)\n{gate.wait}")
     number = number_of(ran.stdout)
     assert ran.returncode == 3
     assert ran.stdout.splitlines()[-1] == (
@@ -39,6 +40,7 @@ def test_a_running_cell_names_commands_that_work(daemon_cli: Cli) -> None:
     )
     assert "wait_python" not in ran.stdout and "(" not in ran.stdout.splitlines()[-1]
     assert hinted(ran.stdout)[:2] == [["wait", number], ["read", number]]
+    gate.open()
     waited = daemon_cli(*hinted(ran.stdout)[0], "--timeout", "30")
     assert waited.returncode == 0 and "begun" in waited.stdout, waited.stdout + waited.stderr
 
@@ -62,12 +64,13 @@ def test_an_over_budget_reply_and_a_traceback_name_commands_that_work(daemon_cli
     assert "decoder.py" in whole and len(whole.splitlines()) > len(failed.stdout.splitlines())
 
 
-def test_refusals_name_commands(daemon_cli: Cli) -> None:
-    ran = daemon_cli("run", "--timeout", "0.2", "import time; time.sleep(2)")
+def test_refusals_name_commands(daemon_cli: Cli, gate: Gate) -> None:
+    ran = daemon_cli("run", "--timeout", "0.2", gate.wait)
     number = number_of(ran.stdout)
     busy = daemon_cli("run", "1")
     assert busy.returncode == 3
     assert f"Call warmkernel wait {number} to wait for it, or warmkernel interrupt to stop it." in busy.stderr
+    gate.open()
     assert daemon_cli("wait", number, "--timeout", "30").returncode == 0
     missing = daemon_cli("inspect", "no_such_name")
     assert missing.stderr.rstrip().endswith("warmkernel vars lists the names"), missing.stderr

@@ -27,6 +27,7 @@ import pytest
 from mcp import Client
 
 from tests.cli.conftest import Cli
+from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import connect, stdio_parameters
 from warmkernel import __version__
@@ -167,8 +168,10 @@ def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_pa
         ):
             relay.stdin.write(json.dumps(message).encode() + b"\n")
             relay.stdin.flush()
+        deadline = time.monotonic() + 60
         while len(replies.read_bytes().splitlines()) < 2:
             assert relay.poll() is None, "the relay ended before it answered"
+            assert time.monotonic() < deadline, "the relay never answered"
             time.sleep(0.05)
         assert psutil.Process(relay.pid).cmdline()[-1] == "--pump"
         relay.stdin.close()  # the relay ends with its host's stdin
@@ -177,7 +180,7 @@ def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_pa
     assert relay.returncode == 0
 
 
-def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) -> None:
+def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli, gate: Gate) -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "warmkernel", "mcp"],
         cwd=cli.workspace,
@@ -202,7 +205,7 @@ def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) 
         send({"id": 1, "method": "initialize", "params": _initialize()})
         answer(1)
         send({"method": "notifications/initialized"})
-        slow = "# warmkernel: --wait 60\nimport time\ntime.sleep(3)\nprint('ran on')"
+        slow = f"# warmkernel: --wait 60\n{gate.wait}\nprint('ran on')"
         send({"id": 2, "method": "tools/call", "params": _run(slow)})
         for number in range(3, 100):  # until the cell runs (the call that sent it waits on)
             send({"id": number, "method": "tools/call", "params": _status()})
@@ -212,19 +215,21 @@ def test_a_cancelled_call_ends_through_the_relay_and_the_cell_runs_on(cli: Cli) 
         else:
             raise AssertionError("the cell never started running")
         send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "the user moved on"}})
+        send({"id": 100, "method": "tools/call", "params": _status()})
+        answer(100)  # read after the cancel: the cell may end now
+        gate.open()
         wait = {"name": "wait_python", "arguments": {"timeout_seconds": 30}}
-        send({"id": 100, "method": "tools/call", "params": wait})
-        assert answer(100)["result"]["content"][0]["text"].endswith("ran on")
-        send({"id": 101, "method": "tools/call", "params": _status()})
-        answer(101)  # an answer to the cancelled call, had one been sent, would have come by now
+        send({"id": 101, "method": "tools/call", "params": wait})
+        assert answer(101)["result"]["content"][0]["text"].endswith("ran on")
+        send({"id": 102, "method": "tools/call", "params": _status()})
+        answer(102)  # an answer to the cancelled call, had one been sent, would have come by now
         relay.stdin.close()
 
 
-def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli) -> None:
+def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli, gate: Gate) -> None:
     assert cli("run", "print('before')").returncode == 0
     # Running past a second, the cell's output goes to the journal as it comes.
-    cell = "import time\nprint('early', flush=True)\ntime.sleep(2.5)\nprint('late', flush=True)\n"
-    cell += "time.sleep(60)"
+    cell = f"import time\nprint('early', flush=True)\ntime.sleep(2.5)\nprint('late', flush=True)\n{gate.wait}"
     running = cli("run", cell, "--timeout", "3")
     assert running.returncode == 3 and "late" in running.stdout, running.stdout
     daemon = _daemon(cli)
@@ -299,10 +304,10 @@ def test_a_host_refused_for_its_kernel_options_is_told_why_in_its_initialize(cli
     assert "--max-kernels 3 (you asked for --max-kernels 2)" in message
 
 
-def test_busy_names_the_client_whose_cell_runs(cli: Cli) -> None:
+def test_busy_names_the_client_whose_cell_runs(cli: Cli, gate: Gate) -> None:
     async def host_then_cli() -> subprocess.CompletedProcess[str]:
         async with _host(cli, name="host-a") as host:
-            await run(host, "# warmkernel: --wait 0.2\nimport time; time.sleep(30)")
+            await run(host, f"# warmkernel: --wait 0.2\n{gate.wait}")
             refused = await anyio.to_thread.run_sync(lambda: cli("run", "1"))
             await call(host, "interrupt_python")
             return refused
@@ -311,14 +316,14 @@ def test_busy_names_the_client_whose_cell_runs(cli: Cli) -> None:
     assert refused.returncode == 3
     assert "(sent by host-a) is still running; this cell was not run" in refused.stderr
     assert cli("wait", "--timeout", "30").returncode in (0, 4)  # the host's interrupted cell has ended
-    sleeping = cli("run", "--timeout", "0.2", "import time; time.sleep(30)")
-    assert sleeping.returncode == 3 and "running for" in sleeping.stdout, sleeping.stdout + sleeping.stderr
+    held = cli("run", "--timeout", "0.2", gate.wait)
+    assert held.returncode == 3 and "running for" in held.stdout, held.stdout + held.stderr
     second = cli("run", "1")
     assert "(sent by cli) is still running" in second.stderr, "another CLI command is named too"
     cli("interrupt")
 
 
-def test_progress_reaches_only_the_client_that_waits(cli: Cli) -> None:
+def test_progress_reaches_only_the_client_that_waits(cli: Cli, gate: Gate) -> None:
     seen: list[object] = []
     reported: list[float] = []
 
@@ -327,18 +332,27 @@ def test_progress_reaches_only_the_client_that_waits(cli: Cli) -> None:
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         reported.append(progress)
+        gate.open()
 
     async def two_hosts() -> None:
-        cell = {"freeform": "# warmkernel: --wait 30\nimport time; time.sleep(6)"}
+        cell = {"freeform": f"# warmkernel: --wait 30\n{gate.wait}"}
+        ended = anyio.Event()
+
+        async def waits() -> None:
+            await waiter.call_tool("run_python", cell, progress_callback=on_progress)
+            ended.set()
+
         async with (
             _host(cli, name="waiter") as waiter,
             _host(cli, name="other", message_handler=record) as other,
             anyio.create_task_group() as tg,
         ):
-            tg.start_soon(lambda: waiter.call_tool("run_python", cell, progress_callback=on_progress))
-            for _ in range(4):  # the other client keeps talking to the daemon meanwhile
-                await anyio.sleep(1.5)
-                await call(other, "list_python_executions")
+            tg.start_soon(waits)
+            with anyio.fail_after(60):
+                while not ended.is_set():  # the other client keeps talking to the daemon meanwhile
+                    await call(other, "list_python_executions")
+                    with anyio.move_on_after(0.5):
+                        await ended.wait()
 
     anyio.run(two_hosts)
     assert reported, "the waiting client got progress notifications"

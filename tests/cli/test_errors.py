@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.cli.conftest import Cli
+from tests.gates import Gate
 
 
 def test_an_unknown_verb_is_named_with_the_nearest_one_and_the_verbs_people_use(cli: Cli) -> None:
@@ -70,11 +71,11 @@ def test_run_refuses_a_bad_timeout_as_its_flag_not_as_a_line_of_the_cell(cli: Cl
     assert done.returncode == 0, done.stderr
 
 
-def test_run_timeout_and_silence_change_the_wait_and_leave_the_cell_as_written(cli: Cli) -> None:
-    waited = cli("run", "--timeout", "0.5", "import time; time.sleep(30)")
+def test_run_timeout_and_silence_change_the_wait_and_leave_the_cell_as_written(cli: Cli, gate: Gate) -> None:
+    waited = cli("run", "--timeout", "0.5", gate.wait)
     assert waited.returncode == 3 and "Still running" in waited.stdout, waited.stdout
     assert cli("interrupt").returncode == 0
-    quiet = cli("run", "--silence", "0.5", "import time; print('started', flush=True); time.sleep(30)")
+    quiet = cli("run", "--silence", "0.5", f"print('started', flush=True)\n{gate.wait}")
     assert quiet.returncode == 3 and "started" in quiet.stdout, quiet.stdout
     assert cli("interrupt").returncode == 0
     script = cli("export", "--format", "py").stdout
@@ -124,10 +125,12 @@ def test_stop_all_narrowed_to_one_daemon_or_kernel_is_refused_and_stops_nothing(
     assert len(json.loads(cli("sessions", "--json").stdout)) == 1
 
 
-def test_ctrl_c_on_a_waiting_run_leaves_the_cell_running_and_says_how_to_follow_it(cli: Cli) -> None:
+def test_ctrl_c_on_a_waiting_run_leaves_the_cell_running_and_says_how_to_follow_it(
+    cli: Cli, gate: Gate
+) -> None:
     assert cli("start").returncode == 0
     waiting = subprocess.Popen(
-        [sys.executable, "-m", "warmkernel", "run", "import time; time.sleep(60)"],
+        [sys.executable, "-m", "warmkernel", "run", gate.wait],
         cwd=cli.workspace,
         env=cli.env,
         stdout=subprocess.DEVNULL,

@@ -13,6 +13,7 @@ import pytest
 
 from tests.cli.conftest import Cli
 from tests.cli.test_nb import write_notebook
+from tests.gates import Gate
 from warmkernel.cli.parser import build_parser
 from warmkernel.tools.catalog import TOOLS
 
@@ -108,9 +109,9 @@ def test_read_images_names_each_image(daemon_cli: Cli, tmp_path: Path) -> None:
     assert json.loads(done.stdout)["total_images"] == 1
 
 
-def test_run_and_wait_return_after_silence(daemon_cli: Cli) -> None:
-    # Only the silence can end these waits early: the timeouts outlast the cell's sleep.
-    cell = "import time\nprint('started', flush=True)\ntime.sleep(5)"
+def test_run_and_wait_return_after_silence(daemon_cli: Cli, gate: Gate) -> None:
+    # Only the silence can end these waits early: the cell waits on its gate, the timeouts are long.
+    cell = f"print('started', flush=True)\n{gate.wait}"
     ran = daemon_cli("run", "--silence", "0.3", "--timeout", "60", cell)
     assert ran.returncode == 3 and "started" in ran.stdout, ran.stdout + ran.stderr
     waited = daemon_cli("wait", "--silence", "0.3", "--timeout", "60")

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from tests.cli.conftest import Cli
 from tests.cli.test_nb import write_notebook
+from tests.gates import Gate, opened_at_exit
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -186,15 +186,14 @@ def test_view_without_a_browser_to_open_says_so(daemon_cli: Cli) -> None:
     assert done.stderr.startswith("warmkernel: no browser to open it here (no $BROWSER or display)")
 
 
-PROGRESS = textwrap.dedent(
-    """\
-    import sys, time
-    for i in range(3000):
-        sys.stdout.write(f"\\rstep {i}")
-        sys.stdout.flush()
-        time.sleep(0.05)
-    """
-)
+def progress(first: Gate, then: Gate) -> str:
+    """A progress line at step 0 until `first` opens, then at step 1 until `then` does."""
+    return (
+        "import sys\n"
+        f"sys.stdout.write('\\rstep 0'); sys.stdout.flush()\n{first.wait}\n"
+        f"sys.stdout.write('\\rstep 1'); sys.stdout.flush()\n{then.wait}\n"
+    )
+
 
 LAST_LINE_MOVED = """([first]) => {
     const last = [...document.querySelectorAll('#output .line .tx')].pop();
@@ -216,23 +215,27 @@ def test_the_page_loads_without_a_failed_request_or_a_console_error(browser: Any
     assert problems == []
 
 
-def test_the_page_follows_a_running_cells_progress_line_and_interrupts_it(page: Any, daemon_cli: Cli) -> None:
+def test_the_page_follows_a_running_cells_progress_line_and_interrupts_it(
+    page: Any, daemon_cli: Cli, gate: Gate, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
-    number = run_cell(daemon_cli, PROGRESS, "--timeout", "0.5")
-    expect(page.locator("#title")).to_have_text(f"In [{number}]")
-    expect(page.locator("#state")).to_have_text("running")
-    last = page.locator("#output .line .tx").last
-    expect(last).to_have_text(re.compile(r"^step \d+$"))
-    first = last.text_content()
-    page.wait_for_function(LAST_LINE_MOVED, arg=[first])
-    assert page.locator("#output .line").count() == 1, "a progress bar is one line"
+    with opened_at_exit(tmp_path / "at-step-1") as held:
+        number = run_cell(daemon_cli, progress(gate, held), "--timeout", "0.5")
+        expect(page.locator("#title")).to_have_text(f"In [{number}]")
+        expect(page.locator("#state")).to_have_text("running")
+        last = page.locator("#output .line .tx").last
+        expect(last).to_have_text(re.compile(r"^step \d+$"))
+        first = last.text_content()
+        gate.open()
+        page.wait_for_function(LAST_LINE_MOVED, arg=[first])
+        assert page.locator("#output .line").count() == 1, "a progress bar is one line"
 
-    page.click("#interrupt")
-    expect(page.locator("#state")).to_have_text("interrupted")
-    expect(page.locator("#interrupt")).to_be_hidden()
-    expect(page.locator(f"#executions .row:has-text('[{number}]') .state")).to_have_text("interrupted")
-    expect(page.locator("#output .line.s-traceback.emphasis").last).to_contain_text("KeyboardInterrupt")
+        page.click("#interrupt")
+        expect(page.locator("#state")).to_have_text("interrupted")
+        expect(page.locator("#interrupt")).to_be_hidden()
+        expect(page.locator(f"#executions .row:has-text('[{number}]') .state")).to_have_text("interrupted")
+        expect(page.locator("#output .line.s-traceback.emphasis").last).to_contain_text("KeyboardInterrupt")
 
 
 IMAGE_LOADED = """() => {

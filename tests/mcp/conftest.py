@@ -7,13 +7,16 @@ dead kernel or special settings open a fresh server with `fresh_client`.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
@@ -28,6 +31,25 @@ from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 FreshClient = Callable[..., AbstractAsyncContextManager[Client]]
+T = TypeVar("T")
+
+OPEN_AND_CLOSE_S = 60
+"""How long a server or client may take to open (a kernel or a daemon starts) and to close."""
+
+
+@asynccontextmanager
+async def bounded(
+    opened: AbstractAsyncContextManager[T], seconds: float = OPEN_AND_CLOSE_S
+) -> AsyncIterator[T]:
+    """`opened`, entered and left within `seconds` each (a TimeoutError, not a hang), and no
+    deadline while the tests use it."""
+    with anyio.fail_after(seconds) as scope:
+        async with opened as value:
+            scope.deadline = math.inf
+            try:
+                yield value
+            finally:
+                scope.deadline = anyio.current_time() + seconds
 
 
 @asynccontextmanager
@@ -37,7 +59,7 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
         httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=None)
         ) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        bounded(Client(streamable_http_client(url, http_client=http))) as client,
     ):
         yield client
 
@@ -48,8 +70,8 @@ async def memory_server(
 ) -> AsyncIterator[Client]:
     config = Settings(**settings)  # type: ignore[arg-type]
     async with (
-        Kernels.open(config, Workspace(workspace, "launch_cwd"), journal) as kernels,
-        Client(build_server(kernels)) as client,
+        bounded(Kernels.open(config, Workspace(workspace, "launch_cwd"), journal)) as kernels,
+        bounded(Client(build_server(kernels))) as client,
     ):
         yield client
 
@@ -72,7 +94,7 @@ Host = Callable[..., AbstractAsyncContextManager[Client]]
 def host(private_daemons: Path) -> Iterator[Host]:
     """Opens `warmkernel mcp` as an MCP host does (`host(workspace, *args, env=...)`); the daemons
     its relays started are stopped when the test ends."""
-    yield lambda workspace, *args, env=None: Client(stdio_parameters(workspace, *args, env=env))
+    yield lambda workspace, *args, env=None: bounded(Client(stdio_parameters(workspace, *args, env=env)))
     stop_daemons(private_daemons)
 
 
@@ -88,7 +110,7 @@ async def stdio_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     root = private_root()
     workspace = tmp_path_factory.mktemp("stdio-ws")
     try:
-        async with Client(stdio_parameters(workspace, env=daemon_env(root))) as client:
+        async with bounded(Client(stdio_parameters(workspace, env=daemon_env(root)))) as client:
             yield client
     finally:
         stop_daemons(root)
@@ -102,8 +124,8 @@ async def http_endpoint(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     workspace = Workspace(tmp_path_factory.mktemp("http-ws"), "launch_cwd")
     endpoint = Endpoint("127.0.0.1", 0, "/mcp", new_token())
     async with (
-        Kernels.open(Settings(), workspace) as kernels,
-        serve_http(kernels, bind("127.0.0.1", 0), endpoint) as bound,
+        bounded(Kernels.open(Settings(), workspace)) as kernels,
+        bounded(serve_http(kernels, bind("127.0.0.1", 0), endpoint)) as bound,
     ):
         yield bound
 

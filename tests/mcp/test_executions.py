@@ -9,6 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.gates import Gate
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
 
@@ -89,56 +90,60 @@ async def test_input_waits_for_the_answer_sent_with_send_python_input(client: Cl
     assert body(answered) == ["name? Ada", "hello Ada"]
 
 
-async def test_wait_directive_returns_early_and_wait_python_collects_the_end(client: Client) -> None:
+async def test_wait_directive_returns_early_and_wait_python_collects_the_end(
+    client: Client, gate: Gate
+) -> None:
     number, text = await run(
-        client,
-        "# warmkernel: --wait 0.2\nimport time\nprint('begun', flush=True)\ntime.sleep(1.5)\nprint('done')",
+        client, f"# warmkernel: --wait 0.2\nprint('begun', flush=True)\n{gate.wait}\nprint('done')"
     )
     assert f"In [{number}] · running for" in text
     assert "Still running" in text and f"wait_python(execution={number})" in text
+    gate.open()
     text = await call(client, "wait_python", execution=number, timeout_seconds=30)
     assert body(text) == ["begun", "done"]
 
 
-async def test_running_reply_shows_latest_lines(client: Client) -> None:
+async def test_running_reply_shows_latest_lines(client: Client, gate: Gate) -> None:
     code = (
-        "# warmkernel: --wait 1\n"
-        "import time\n"
-        "for i in range(8): print(f'step {i}', flush=True)\n"
-        "print()\n"
-        "time.sleep(3)"
+        f"# warmkernel: --wait 1\nfor i in range(8): print(f'step {{i}}', flush=True)\nprint()\n{gate.wait}"
     )
     number, text = await run(client, code)
     assert "last 5 lines:" in text
     assert [line for line in text.splitlines() if line.startswith("step")] == [
         f"step {i}" for i in range(3, 8)
     ]
+    gate.open()
     await call(client, "wait_python", execution=number)
 
 
-async def test_wait_without_number_selects_the_running_execution(client: Client) -> None:
-    number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(1); print('ok')")
+async def test_wait_without_number_selects_the_running_execution(client: Client, gate: Gate) -> None:
+    number, _ = await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}\nprint('ok')")
+    running = await call(client, "wait_python", timeout_seconds=0.1)
+    assert running.startswith(f"In [{number}] · running for")
+    gate.open()
     text = await call(client, "wait_python")
     assert text.startswith(f"In [{number}]") and body(text) == ["ok"]
 
 
-async def test_cell_sent_while_busy_is_rejected_with_running_number(client: Client) -> None:
-    number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(2)")
+async def test_cell_sent_while_busy_is_rejected_with_running_number(client: Client, gate: Gate) -> None:
+    number, _ = await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}")
     code, message = await call_error(client, "run_python", freeform="print('never')")
     assert code == "busy"
     assert message.startswith(f"execution {number} (sent by ")  # this client's name: it may not be alone
     assert ") is still running; this cell was not run" in message
     assert f"wait_python(execution={number})" in message
+    gate.open()
     await call(client, "wait_python", execution=number)
     next_number, _ = await run(client, "1")
     assert next_number == number + 1
 
 
-async def test_full_output_directive_survives_running_to_wait(client: Client) -> None:
-    code = (
-        "# warmkernel: --wait 0.1 --full-output\nimport time; time.sleep(0.5)\nfor i in range(1000): print(i)"
+async def test_full_output_directive_survives_running_to_wait(client: Client, gate: Gate) -> None:
+    number, text = await run(
+        client, f"# warmkernel: --wait 0.1 --full-output\n{gate.wait}\nfor i in range(1000): print(i)"
     )
-    number, _ = await run(client, code)
+    assert f"In [{number}] · running for" in text
+    gate.open()
     text = await call(client, "wait_python", execution=number)
     assert body(text) == [str(i) for i in range(1000)]
 
@@ -169,10 +174,12 @@ async def test_invalid_directive_allocates_no_number(fresh_client: FreshClient) 
         assert (await run(client, "1"))[0] == 1
 
 
-async def test_numbering_continues_across_busy_invalid_and_reset(fresh_client: FreshClient) -> None:
+async def test_numbering_continues_across_busy_invalid_and_reset(
+    fresh_client: FreshClient, gate: Gate
+) -> None:
     async with fresh_client() as client:
         assert (await run(client, "a = 1"))[0] == 1
-        assert (await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(30)"))[0] == 2
+        assert (await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}"))[0] == 2
         assert (await call_error(client, "run_python", freeform="1"))[0] == "busy"
         assert (await call_error(client, "run_python", freeform="# warmkernel: --wait 0\n1"))[
             0
@@ -186,10 +193,8 @@ async def test_numbering_continues_across_busy_invalid_and_reset(fresh_client: F
         assert [int(line.split()[0]) for line in listing.splitlines()] == [3, 2, 1]
 
 
-async def test_interrupt_right_after_submission_lands_on_that_cell(client: Client) -> None:
-    number, _ = await run(
-        client, "# warmkernel: --wait 0.01\nimport time\nfor _ in range(300): time.sleep(0.1)"
-    )
+async def test_interrupt_right_after_submission_lands_on_that_cell(client: Client, gate: Gate) -> None:
+    number, _ = await run(client, f"# warmkernel: --wait 0.01\n{gate.wait}")
     assert await call(client, "interrupt_python") == (
         f"interrupt_sent: SIGINT for execution {number}; "
         f"call wait_python(execution={number}) to see how it ended"
@@ -204,22 +209,24 @@ async def test_interrupt_when_idle_says_idle(client: Client) -> None:
     assert (await call(client, "interrupt_python")).startswith("idle:")
 
 
-async def test_client_cancelling_a_wait_ends_the_call_not_the_cell(client: Client) -> None:
-    number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(1.5); print('survived')")
-    with anyio.move_on_after(0.3):
+async def test_client_cancelling_a_wait_ends_the_call_not_the_cell(client: Client, gate: Gate) -> None:
+    number, _ = await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}\nprint('survived')")
+    with anyio.move_on_after(0.3):  # the cell waits on its gate: only the client's cancel ends this wait
         await client.call_tool("wait_python", {"execution": number, "timeout_seconds": 30})
+    gate.open()
     text = await call(client, "wait_python", execution=number)
     assert body(text) == ["survived"]
 
 
-async def test_many_concurrent_waits_do_not_block_status(client: Client) -> None:
-    number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(3)")
+async def test_many_concurrent_waits_do_not_block_status(client: Client, gate: Gate) -> None:
+    number, _ = await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}")
     async with anyio.create_task_group() as tg:
         for _ in range(50):
             tg.start_soon(partial(call, client, "wait_python", execution=number))
         with anyio.fail_after(10):
             status = await call(client, "python_status")
         assert f"busy: execution {number} running" in status
+        gate.open()
     assert "completed" in await call(client, "python_execution_status", execution=number)
 
 

@@ -16,6 +16,7 @@ from mcp import Client
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -213,11 +214,9 @@ async def test_executions_join_a_bound_notebook_leaving_its_cells_and_their_fact
     nbformat.validate(nbformat.reads(after, as_version=4))
 
 
-async def test_a_running_execution_is_exported_as_far_as_it_got(client: Client) -> None:
+async def test_a_running_execution_is_exported_as_far_as_it_got(client: Client, gate: Gate) -> None:
     # The reply comes once the cell has printed and then fallen silent: it is still running.
-    source = (
-        "# warmkernel: --wait 60 --silence 0.5\nimport time\nprint('started', flush=True)\ntime.sleep(60)"
-    )
+    source = f"# warmkernel: --wait 60 --silence 0.5\nprint('started', flush=True)\n{gate.wait}"
     number, text = await run(client, source)
     assert "running" in text and "started" in text
     try:

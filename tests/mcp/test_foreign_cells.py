@@ -11,6 +11,7 @@ import pytest
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
+from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -85,15 +86,16 @@ async def test_a_cell_run_by_another_client_is_a_record(fresh_client: FreshClien
             assert (error["state"], error["error"]["name"]) == ("error", "ZeroDivisionError")
 
 
-async def test_an_agent_cell_is_busy_while_the_ide_runs_one(fresh_client: FreshClient) -> None:
+async def test_an_agent_cell_is_busy_while_the_ide_runs_one(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client(result_mode="structured") as client:
         await run(client, "pass")
         async with ide(client) as other:
-            msg_id = other.execute("import time\ntime.sleep(3)")
+            msg_id = other.execute(gate.wait)
             assert (await record_of(client, 2, finished=False))["state"] == "running"
             code, message = await call_error(client, "run_python", freeform="1")
             assert code == "busy"
             assert "execution 2 (sent by" in message and "jupyter session" in message
+            gate.open()
             with anyio.fail_after(30):
                 while (await other.get_shell_msg())["parent_header"].get("msg_id") != msg_id:
                     pass

@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
+from tests.gates import Gate
 from tests.mcp.calls import body, call, run
 from tests.mcp.conftest import FreshClient
 
@@ -68,10 +69,11 @@ async def test_a_kernel_over_its_memory_ceiling_is_interrupted_then_killed_with_
         assert "Out[2]: 'fresh'" in text
 
 
-async def test_a_cell_interrupted_by_the_memory_ceiling_says_why(fresh_client: FreshClient) -> None:
+async def test_a_cell_interrupted_by_the_memory_ceiling_says_why(
+    fresh_client: FreshClient, gate: Gate
+) -> None:
     freed_when_interrupted = (
-        "# warmkernel: --wait 60\nimport time\nhog = b'x' * (400 << 20)\ntry:\n    time.sleep(60)\n"
-        "finally:\n    del hog\n"
+        f"# warmkernel: --wait 60\nhog = b'x' * (400 << 20)\ntry:\n    {gate.wait}\nfinally:\n    del hog\n"
     )
     async with fresh_client(max_kernel_memory_bytes=300 << 20) as client:
         with anyio.fail_after(60):

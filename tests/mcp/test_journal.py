@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 import warmkernel
+from tests.gates import Gate
 from tests.mcp.calls import body, call, run
 from tests.mcp.conftest import memory_server
 from tests.mcp.test_rich_output import ONE_PIXEL
@@ -136,25 +137,25 @@ from warmkernel.settings.model import Settings
 from warmkernel.workspace import Workspace
 
 
-async def main(workspace: Path, state: Path) -> None:
+async def main(workspace: Path, state: Path, cell: str) -> None:
     with Journal.open(workspace, state) as journal:
         async with Kernels.open(Settings(), Workspace(workspace, "launch_cwd"), journal) as kernels:
-            await kernels.main.submit(parse_cell("import time\\ntime.sleep(30)"), client="test")
+            await kernels.main.submit(parse_cell(cell), client="test")
             print("submitted", flush=True)
             await anyio.sleep_forever()
 
 
-anyio.run(main, Path(sys.argv[1]), Path(sys.argv[2]))
+anyio.run(main, Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
 """
 
 
 async def test_a_cell_running_when_its_process_is_killed_reads_back_as_died(
-    workspace: Path, state: Path
+    workspace: Path, state: Path, gate: Gate
 ) -> None:
     source = str(Path(warmkernel.__file__).parent.parent)
     env = os.environ | {"PYTHONPATH": source}
     async with await anyio.open_process(
-        [sys.executable, "-c", KILLED_DAEMON, str(workspace), str(state)], env=env
+        [sys.executable, "-c", KILLED_DAEMON, str(workspace), str(state), gate.wait], env=env
     ) as daemon:
         assert daemon.stdout is not None
         with anyio.fail_after(60):

@@ -17,6 +17,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from mcp import Client
 
 from tests.conftest import gone, needs_cgroups, unmarked_grandchild_cell
+from tests.gates import Gate
 from tests.mcp.calls import body, call, call_error, run
 from tests.mcp.conftest import FreshClient
 from warmkernel.kernel import cgroup
@@ -58,10 +59,10 @@ async def test_kernel_death_marks_the_record_died_and_a_fresh_kernel_starts(
         assert "generation 2" in await call(client, "python_status")
 
 
-async def test_sigkill_from_outside_while_running_is_a_death(fresh_client: FreshClient) -> None:
+async def test_sigkill_from_outside_while_running_is_a_death(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client() as client:
         pid = await kernel_pid(client)
-        number, _ = await run(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(60)")
+        number, _ = await run(client, f"# warmkernel: --wait 0.1\n{gate.wait}")
         os.kill(pid, signal.SIGKILL)
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert "died (signal SIGKILL)" in text

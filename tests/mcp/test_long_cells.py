@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 import pytest
 from mcp import Client
 
+from tests.gates import Gate
 from tests.mcp.calls import body, call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -33,8 +34,8 @@ async def cell(client: Client, code: str) -> AsyncIterator[tuple[int, str]]:
 # -- silence ----------------------------------------------------------------------------------
 
 
-async def test_silence_directive_returns_once_the_cell_goes_quiet(client: Client) -> None:
-    code = "# warmkernel: --wait 600 --silence 0.5\nimport time\nprint('working', flush=True)\ntime.sleep(60)"
+async def test_silence_directive_returns_once_the_cell_goes_quiet(client: Client, gate: Gate) -> None:
+    code = f"# warmkernel: --wait 600 --silence 0.5\nprint('working', flush=True)\n{gate.wait}"
     async with cell(client, code) as (number, text):
         lines = text.splitlines()
         assert lines[0].startswith(f"In [{number}] · running for ")
@@ -46,20 +47,20 @@ async def test_silence_directive_returns_once_the_cell_goes_quiet(client: Client
         ]
 
 
-async def test_output_and_carriage_return_redraws_restart_the_silence(client: Client) -> None:
+async def test_output_and_carriage_return_redraws_restart_the_silence(client: Client, gate: Gate) -> None:
     code = (
         "# warmkernel: --wait 600 --silence 2\nimport sys, time\n"
         "for i in range(40):\n    sys.stdout.write(f'\\rtick {i}'); sys.stdout.flush(); time.sleep(0.05)\n"
-        "time.sleep(60)"
+        f"{gate.wait}"
     )
     async with cell(client, code) as (_, text):
         assert text.splitlines()[1] == "tick 39"
 
 
 async def test_wait_python_silence_counts_from_the_later_of_call_start_and_last_output(
-    client: Client,
+    client: Client, gate: Gate
 ) -> None:
-    code = "# warmkernel: --wait 0.1\nimport time\nprint('early', flush=True)\ntime.sleep(60)"
+    code = f"# warmkernel: --wait 0.1\nprint('early', flush=True)\n{gate.wait}"
     async with cell(client, code) as (number, _):
         with anyio.fail_after(30):
             text = await call(
@@ -75,30 +76,38 @@ async def test_silence_seconds_must_be_a_positive_number(client: Client, silence
     assert "must be a finite number of seconds > 0 or null" in message
 
 
-async def test_running_reply_clips_each_line_to_200_characters(client: Client) -> None:
-    async with cell(client, "# warmkernel: --wait 1\nimport time\nprint('x' * 500)\ntime.sleep(60)") as (
-        _,
-        text,
-    ):
+async def test_running_reply_clips_each_line_to_200_characters(client: Client, gate: Gate) -> None:
+    async with cell(client, f"# warmkernel: --wait 1\nprint('x' * 500)\n{gate.wait}") as (_, text):
         assert text.splitlines()[1] == "x" * 200 + "...[300 chars omitted]"
 
 
 # -- progress -----------------------------------------------------------------------------------
 
 
-class Progress:
-    """A progress callback that keeps what it was told."""
+Note = tuple[float, float | None, str | None]
+"""A progress notification: progress, total, message."""
 
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, float | None, str | None]] = []
+
+class Progress:
+    """A progress callback that keeps what it was told, and opens the cell's gate once `enough`
+    says it was told enough (by default, once it heard anything)."""
+
+    def __init__(self, gate: Gate, enough: Callable[[list[Note]], bool] = bool) -> None:
+        self.seen: list[Note] = []
+        self._gate = gate
+        self._enough = enough
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.seen.append((progress, total, message))
+        if self._enough(self.seen):
+            self._gate.open()
 
 
-async def test_client_that_asked_for_progress_hears_from_a_long_wait_every_5_s(client: Client) -> None:
-    progress = Progress()
-    code = "# warmkernel: --wait 60\nimport time\nprint('loading data', flush=True)\ntime.sleep(5.5)"
+async def test_client_that_asked_for_progress_hears_from_a_long_wait_every_5_s(
+    client: Client, gate: Gate
+) -> None:
+    progress = Progress(gate)
+    code = f"# warmkernel: --wait 60\nprint('loading data', flush=True)\n{gate.wait}"
     with anyio.fail_after(60):
         result = await client.call_tool("run_python", {"freeform": code}, progress_callback=progress)
     assert not result.is_error
@@ -108,10 +117,10 @@ async def test_client_that_asked_for_progress_hears_from_a_long_wait_every_5_s(c
     assert message is not None and message.endswith(" s: loading data")
 
 
-async def test_progress_increases_and_names_the_latest_line(fresh_client: FreshClient) -> None:
+async def test_progress_increases_and_names_the_latest_line(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client(progress_interval_s=0.1) as client:
-        progress = Progress()
-        code = "import time\nfor i in range(10):\n    print(f'step {i}', flush=True); time.sleep(0.1)"
+        progress = Progress(gate, lambda seen: len(seen) >= 3 and (seen[-1][2] or "").endswith(": step 9"))
+        code = f"for i in range(10):\n    print(f'step {{i}}', flush=True)\n{gate.wait}"
         number, _ = await run(client, "# warmkernel: --wait 0.01\n" + code)
         with anyio.fail_after(30):
             result = await client.call_tool(
@@ -125,11 +134,13 @@ async def test_progress_increases_and_names_the_latest_line(fresh_client: FreshC
         assert re.search(r": step \d$", messages[-1]), messages[-1]
 
 
-async def test_a_coloured_progress_bar_is_named_as_a_terminal_shows_it(fresh_client: FreshClient) -> None:
+async def test_a_coloured_progress_bar_is_named_as_a_terminal_shows_it(
+    fresh_client: FreshClient, gate: Gate
+) -> None:
     async with fresh_client(progress_interval_s=0.1) as client:
-        progress = Progress()
+        progress = Progress(gate)
         bar = "\\r\\x1b[31mtrain\\x1b[0m: {i}/8 ["
-        code = f"import sys, time\nfor i in range(8):\n    sys.stderr.write(f'{bar}'); time.sleep(0.1)"
+        code = f"import sys\nfor i in range(8):\n    sys.stderr.write(f'{bar}')\n{gate.wait}"
         number, text = await run(client, "# warmkernel: --wait 0.35\n" + code)
         assert "Progress now: train: " in text and "\x1b" not in text, text
         with anyio.fail_after(30):
@@ -212,7 +223,7 @@ async def test_cell_sent_while_another_awaits_input_is_busy_and_names_the_answer
         assert f"busy: execution {number} awaiting input after " in status
 
 
-async def test_send_python_input_to_a_cell_not_waiting_is_refused(client: Client) -> None:
+async def test_send_python_input_to_a_cell_not_waiting_is_refused(client: Client, gate: Gate) -> None:
     idle, _ = await run(client, "1")
     code, message = await call_error(client, "send_python_input", text="x")
     assert (code, message) == (
@@ -220,7 +231,7 @@ async def test_send_python_input_to_a_cell_not_waiting_is_refused(client: Client
         f"no execution is waiting for input (the latest, {idle}, is completed); "
         'send_python_input(text="...") answers a cell whose reply shows a prompt',
     )
-    async with cell(client, "# warmkernel: --wait 0.1\nimport time; time.sleep(60)") as (number, _):
+    async with cell(client, f"# warmkernel: --wait 0.1\n{gate.wait}") as (number, _):
         code, message = await call_error(client, "send_python_input", text="x", execution=number)
         assert (code, message) == (
             "not_awaiting_input",

@@ -12,14 +12,17 @@ import nbformat
 import pytest
 from mcp import Client
 
+from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 from warmkernel.tools.catalog import KNOWN_KERNEL, TOOLS
 
 pytestmark = pytest.mark.anyio
 
-SLEEP = "# warmkernel: --wait 0.2\nimport time\ntime.sleep(60)"
-"""A cell that still runs when its reply comes."""
+
+def held(gate: Gate) -> str:
+    """A cell that still runs when its reply comes, until `gate` opens."""
+    return f"# warmkernel: --wait 0.2\n{gate.wait}"
 
 
 async def facts(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -33,9 +36,9 @@ def kernel_row(listing: dict[str, Any], name: str) -> dict[str, Any]:
     return next(row for row in listing["kernels"] if row["name"] == name)
 
 
-async def test_a_second_kernel_runs_while_the_first_is_busy(fresh_client: FreshClient) -> None:
+async def test_a_second_kernel_runs_while_the_first_is_busy(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client() as client:
-        number, text = await run(client, SLEEP, kernel="train")
+        number, text = await run(client, held(gate), kernel="train")
         assert number == 1
         assert text.startswith("In [1] · train · running for")
         assert 'wait_python(execution=1, kernel="train")' in text
@@ -54,7 +57,7 @@ async def test_a_second_kernel_runs_while_the_first_is_busy(fresh_client: FreshC
         number, text = await run(client, "'second'", kernel="train")
         assert number == 2 and text.endswith("'second'")
         main_history = await call(client, "list_python_executions")
-        assert "21 * 2" in main_history and "time.sleep" not in main_history
+        assert "21 * 2" in main_history and gate.wait not in main_history
 
 
 async def test_state_lives_per_kernel(fresh_client: FreshClient) -> None:
@@ -97,7 +100,7 @@ async def test_a_kernels_memory_counts_what_it_started(fresh_client: FreshClient
         assert kernel_row(status, "main")["memory_bytes"] > 150 << 20, status["kernels"]
 
 
-async def test_list_stop_and_reuse(fresh_client: FreshClient) -> None:
+async def test_list_stop_and_reuse(fresh_client: FreshClient, gate: Gate) -> None:
     async with fresh_client(result_mode="structured") as client:
         await run(client, "import os; pid = os.getpid(); data = list(range(10))", kernel="train")
         listing = await facts(client, "list_python_kernels")
@@ -109,7 +112,7 @@ async def test_list_stop_and_reuse(fresh_client: FreshClient) -> None:
         assert text.splitlines()[0].split()[:3] == ["kernel", "state", "gen"]
         assert 'stop_python_kernel(name="NAME")' in text
 
-        await run(client, SLEEP, kernel="train")
+        await run(client, held(gate), kernel="train")
         stopped = await facts(client, "stop_python_kernel", name="train")
         assert stopped == {"kernel": "train", "killed_execution": 2}
         stopped_row = kernel_row(await facts(client, "list_python_kernels"), "train")

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -467,14 +468,11 @@ async def test_outputs_are_not_saved_when_the_source_changed_on_disk_while_the_c
 
 
 async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_call(
-    tmp_path: Path, open_notebook: Any
+    tmp_path: Path, open_notebook: Any, gate: Gate
 ) -> None:
     path = tmp_path / NB
-    gate = (
-        "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)\n"
-        "print('done')\nx = 1"
-    )
-    write_notebook(path, [("a", gate), ("b", "after = x")])
+    source = f"{gate.wait}\nprint('done')\nx = 1"
+    write_notebook(path, [("a", source), ("b", "after = x")])
     async with open_notebook as client:
         started = await facts(client, "run_notebook_cells", path=NB, cells=["a"], timeout_seconds=0)
         assert started["state"] == "running" and started["cells"][0]["state"] == "running"
@@ -489,8 +487,8 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
         assert code == "busy" and "run_notebook_cells is running cells of nb.ipynb" in message
         assert 'wait_python(kernel="nb-nb")' in message
         assert "In [1]" in await call(client, "run_python", freeform="1")  # main is free meanwhile
-        set_source(path, "a", gate + "  # edited")
-        (tmp_path / "go").touch()
+        set_source(path, "a", source + "  # edited")
+        gate.open()
         with anyio.fail_after(60):
             waited = await call(client, "wait_python", timeout_seconds=60, kernel=KERNEL)
         assert "done" in waited
@@ -499,9 +497,8 @@ async def test_a_running_cell_shows_as_running_and_the_run_goes_on_after_the_cal
         assert (cell.outputs, cell.execution_count) == ([], None) and cell.source.endswith("# edited")
 
 
-async def test_interrupt_stops_the_run(tmp_path: Path, open_notebook: Any) -> None:
-    gate = "import pathlib, time\nwhile not pathlib.Path('go').exists():\n    time.sleep(0.01)"
-    write_notebook(tmp_path / NB, [("a", gate), ("b", "after = 1")])
+async def test_interrupt_stops_the_run(tmp_path: Path, open_notebook: Any, gate: Gate) -> None:
+    write_notebook(tmp_path / NB, [("a", gate.wait), ("b", "after = 1")])
     async with open_notebook as client:
         started = await facts(client, "run_notebook_cells", path=NB, timeout_seconds=0)
         assert started["state"] == "running"

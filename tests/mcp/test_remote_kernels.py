@@ -25,6 +25,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
+from tests.gates import Gate
 from tests.jupyter_servers import (
     JupyterServer,
     Relay,
@@ -144,11 +145,9 @@ async def test_state_numbering_and_inspection_live_on_the_server(
         assert '"type": "int"' in await call(client, "inspect_python_variable", name="x")
 
 
-async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> None:
+async def test_interrupt_goes_through_the_server(remote_client: FreshClient, gate: Gate) -> None:
     async with remote_client() as client:
-        number, _ = await run(
-            client, "# warmkernel: --wait 0.5\nimport time\nfor _ in range(600): time.sleep(0.1)"
-        )
+        number, _ = await run(client, f"# warmkernel: --wait 0.5\n{gate.wait}")
         await call(client, "interrupt_python")
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert " interrupted" in text.splitlines()[0] and "KeyboardInterrupt" in text
@@ -156,16 +155,12 @@ async def test_interrupt_goes_through_the_server(remote_client: FreshClient) -> 
 
 
 async def test_variables_are_inspected_beside_a_running_cell_through_the_server(
-    remote_client: FreshClient, server: JupyterServer
+    remote_client: FreshClient, server: JupyterServer, gate: Gate
 ) -> None:
     """Where the kernel has subshells; Enterprise Gateway's kernels (its own environment's older
     ipykernel) have none, and the refusal says why."""
     async with remote_client() as client:
-        number, _ = await run(
-            client,
-            "# warmkernel: --wait 0.5\nimport time\nprogress = {'step': 0}\n"
-            "for step in range(600):\n    progress['step'] = step\n    time.sleep(0.1)",
-        )
+        number, _ = await run(client, f"# warmkernel: --wait 0.5\nprogress = {{'step': 0}}\n{gate.wait}")
         try:
             with anyio.fail_after(30):
                 result = await client.call_tool("inspect_python_variable", {"name": "progress"})
@@ -214,10 +209,10 @@ async def test_a_kernel_deleted_on_the_server_died_and_a_new_one_is_created(
 
 
 async def test_a_kernel_deleted_while_it_runs_a_cell_is_not_said_to_be_idle(
-    remote_client: FreshClient, server: JupyterServer
+    remote_client: FreshClient, server: JupyterServer, gate: Gate
 ) -> None:
     async with remote_client() as client:
-        _, text = await run(client, "# warmkernel: --wait 1\nimport time\ntime.sleep(60)")
+        _, text = await run(client, f"# warmkernel: --wait 1\n{gate.wait}")
         assert "running" in text
         with server.api() as api:
             api.delete(f"api/kernels/{await kernel_id(client)}").raise_for_status()
@@ -243,13 +238,15 @@ async def test_a_kernel_the_server_restarted_after_a_crash_counts_as_died(
 
 
 async def test_a_dropped_websocket_reconnects_and_keeps_state_and_output(
-    remote_client: FreshClient, relay: Relay
+    remote_client: FreshClient, relay: Relay, gate: Gate
 ) -> None:
     async with remote_client() as client:
         await run(client, "c = 7")
-        counting = "import time\nfor i in range(20):\n    print(i, flush=True); time.sleep(0.1)"
+        # half of the lines before the cut, half once the connection is gone
+        counting = f"for i in range(20):\n    if i == 10:\n        {gate.wait}\n    print(i, flush=True)"
         number, _ = await run(client, "# warmkernel: --wait 0.3\n" + counting)
         await relay.cut()
+        gate.open()
         text = await call(client, "wait_python", execution=number, timeout_seconds=30)
         assert f"execution {number}: completed" in await call(client, "python_execution_status")
         # What the server wrote into the dropping connection is lost; what it buffered is replayed,

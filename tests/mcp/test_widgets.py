@@ -9,6 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.gates import Gate
 from tests.mcp.calls import body, call, run, text_of
 from tests.mcp.conftest import FreshClient
 
@@ -17,11 +18,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 BAR = re.compile(r"train:? +(\d+)%\|([█▏▎▍▌▋▊▉ ]{10})\| (\d+)/200")
 
 
-def tqdm_cell(pause: float, directive: str = "") -> str:
-    return (
-        f"{directive}from tqdm.auto import tqdm\nimport time\n"
-        f"for _ in tqdm(range(200), desc='train'):\n    time.sleep({pause})\n"
-    )
+TQDM_CELL = (
+    "from tqdm.auto import tqdm\nimport time\n"
+    "for _ in tqdm(range(200), desc='train'):\n    time.sleep(0.001)\n"
+)
 
 
 def bars(text: str) -> list[int]:
@@ -32,7 +32,7 @@ def bars(text: str) -> list[int]:
 async def test_a_tqdm_auto_bar_reads_its_final_state_and_the_streams_keep_first_and_last(
     memory_client: Client,
 ) -> None:
-    number, text = await run(memory_client, tqdm_cell(0.001))
+    number, text = await run(memory_client, TQDM_CELL)
     assert bars(text) == [100], text
     assert "200/200" in text and "HBox(" not in text
     result = await call(memory_client, "read_python_output", execution=number, stream="result")
@@ -42,27 +42,36 @@ async def test_a_tqdm_auto_bar_reads_its_final_state_and_the_streams_keep_first_
 
 
 async def test_a_reply_taken_mid_run_shows_the_bar_so_far_and_progress_has_numbers(
-    fresh_client: FreshClient,
+    fresh_client: FreshClient, gate: Gate
 ) -> None:
     notes: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         notes.append((progress, total, message))
 
+    async def opens_on_numbers(progress: float, total: float | None, message: str | None) -> None:
+        await on_progress(progress, total, message)
+        if total is not None:
+            gate.open()
+
+    halfway = (  # the bar drawn at 100/200 until the gate opens
+        "# warmkernel: --wait 2\nfrom tqdm.auto import tqdm\n"
+        f"bar = tqdm(total=200, desc='train')\nbar.update(100)\nbar.refresh()\n{gate.wait}\n"
+        "bar.update(100)\nbar.close()"
+    )
     async with fresh_client(progress_interval_s=0.3) as client:
         await run(client, "import tqdm.auto, ipywidgets")  # imports do not count against the bar
         with anyio.fail_after(120):
-            first = await client.call_tool(
-                "run_python",
-                {"freeform": tqdm_cell(0.04, "# warmkernel: --wait 2\n")},
-                progress_callback=on_progress,
-            )
+            first = await client.call_tool("run_python", {"freeform": halfway}, progress_callback=on_progress)
         text = text_of(first)
         seen = bars(text)
-        while "Still running" in text:
-            with anyio.fail_after(120):
-                text = await call(client, "wait_python", timeout_seconds=1)
-            seen += bars(text)
+        assert "Still running" in text, text
+        with anyio.fail_after(120):
+            result = await client.call_tool(
+                "wait_python", {"timeout_seconds": 60}, progress_callback=opens_on_numbers
+            )
+        text = text_of(result)
+        seen += bars(text)
         assert bars(text) == [100], text
         assert any(0 < percent < 100 for percent in seen), seen
     with_numbers = [(done, total, message) for done, total, message in notes if total is not None]

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import struct
 
-import altair as alt
 import anyio
-import pandas as pd
 import psutil
 import pytest
 
@@ -24,6 +22,8 @@ WIDE_SVG = SMALL_SVG.replace('width="100"', 'width="1000"', 1)
 
 
 def altair_bundle() -> dict[str, object]:
+    """What Altair sends a notebook for a bar chart (the tests that need it skip without altair)."""
+    alt, pd = pytest.importorskip("altair"), pytest.importorskip("pandas")
     chart = alt.Chart(pd.DataFrame({"a": ["x", "y"], "b": [1, 2]})).mark_bar().encode(x="a:N", y="b:Q")
     bundle = chart._repr_mimebundle_()  # what the default renderer sends a notebook
     assert isinstance(bundle, dict)
@@ -57,6 +57,7 @@ def test_charts_are_found_by_type(bundle: dict[str, object], found: Found | None
 
 
 async def test_a_vega_lite_chart_becomes_a_png_fitted_to_800_pixels() -> None:
+    pytest.importorskip("vl_convert")
     found = find_chart(altair_bundle())
     assert found is not None
     image = await Charts(timeout_s=120).render(found.mime, found.value)
@@ -66,6 +67,7 @@ async def test_a_vega_lite_chart_becomes_a_png_fitted_to_800_pixels() -> None:
 
 
 async def test_an_svg_is_drawn_800_wide_when_small_and_at_its_size_when_not() -> None:
+    pytest.importorskip("resvg_py")
     charts = Charts(timeout_s=60)
     small = await charts.render(SVG, SMALL_SVG)
     wide = await charts.render(SVG, WIDE_SVG)
@@ -75,12 +77,15 @@ async def test_an_svg_is_drawn_800_wide_when_small_and_at_its_size_when_not() ->
 
 
 async def test_failures_and_slowness_are_reasons() -> None:
+    pytest.importorskip("resvg_py")
     broken = await Charts(timeout_s=60).render(SVG, "<svg")
     assert isinstance(broken, str) and broken.startswith("rendering failed: ValueError: "), broken
     assert await Charts(timeout_s=0).render(SVG, WIDE_SVG) == "rendering took longer than 0 s"
 
 
 def test_plotly_needs_a_browser(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("vl_convert")
+    pytest.importorskip("resvg_py")
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
     reason = "Plotly needs a Chrome or Chromium for kaleido, and none was found"
     assert unavailable(PLOTLY) == reason

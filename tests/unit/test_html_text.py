@@ -3,11 +3,15 @@ and the HTML that pandas, its Styler and Bokeh really write."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 import pytest
 
 from warmkernel.execution.html_text import html_text
 from warmkernel.execution.mime import Chart, render_bundle
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @pytest.mark.parametrize(
@@ -52,9 +56,11 @@ def test_html_to_text(html: str, text: str) -> None:
 
 
 def multiindex_frame() -> pd.DataFrame:
-    columns = pd.MultiIndex.from_tuples([("A", "x"), ("A", "y"), ("B", "x")])
-    index = pd.MultiIndex.from_tuples([("a", 1), ("a", 2), ("b", 1)], names=["k", "n"])
-    return pd.DataFrame([[1, 2, 3], [40, 50, 60], [7, 8, 9]], index=index, columns=columns)
+    """A frame with two header rows and a two-level index (the tests that need it skip without pandas)."""
+    pandas = pytest.importorskip("pandas")
+    columns = pandas.MultiIndex.from_tuples([("A", "x"), ("A", "y"), ("B", "x")])
+    index = pandas.MultiIndex.from_tuples([("a", 1), ("a", 2), ("b", 1)], names=["k", "n"])
+    return pandas.DataFrame([[1, 2, 3], [40, 50, 60], [7, 8, 9]], index=index, columns=columns)
 
 
 def test_a_multiindex_frame_lines_up_under_its_headers() -> None:
@@ -81,6 +87,7 @@ def test_a_styled_frame_reads_like_the_frame() -> None:
 
 
 def test_a_bokeh_bundle_is_a_note_not_its_script() -> None:
+    pytest.importorskip("bokeh")
     from bokeh.embed import json_item
     from bokeh.plotting import figure
     from bokeh.resources import CDN

@@ -278,6 +278,7 @@ async def test_a_widget_view_follows_its_model_and_is_the_progress_display(cell:
 
 
 async def test_a_chart_is_drawn_before_what_came_after_it(cell: Cell) -> None:
+    pytest.importorskip("resvg_py")  # the SVG renderer of the plots extra
     svg = '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="50"><rect width="100" height="50"/>'
     svg += "</svg>"
     cell.deliver(

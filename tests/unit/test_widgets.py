@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import ipywidgets as w
 import pytest
+
+pytest.importorskip("ipywidgets")
+
+import ipywidgets as w
 
 from warmkernel.execution.progress import Progress, line_progress, widget_progress
 from warmkernel.execution.widgets import WIDGET_TARGET, Fraction, WidgetModels

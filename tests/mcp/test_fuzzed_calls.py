@@ -3,7 +3,6 @@ caller's mistake, never `internal_error`, and the server goes on answering."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from tests.mcp.calls import call, text_of
+from tests.mcp.calls import text_of
 from tests.mcp.conftest import memory_server
 from warmkernel.tools.catalog import TOOLS
 
@@ -63,13 +62,6 @@ _VALUES = _EDGES | st.recursive(
 )
 
 
-def _deep(depth: int) -> Any:
-    value: Any = 0
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 @st.composite
 def _calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     name = draw(st.sampled_from(_NAMES))
@@ -99,20 +91,10 @@ async def _call_once(client: Client, name: str, arguments: dict[str, Any]) -> No
 
 
 @settings(
-    max_examples=2000,
+    max_examples=10_000,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(_calls())
 async def test_fuzzed_calls_never_fail_inside(fuzz_client: Client, drawn: tuple[str, dict[str, Any]]) -> None:
     await _call_once(fuzz_client, *drawn)
-
-
-@pytest.mark.parametrize("name", _NAMES)
-async def test_deep_json_in_any_parameter_is_refused_not_crashed(fuzz_client: Client, name: str) -> None:
-    deep = _deep(sys.getrecursionlimit() + 100)
-    for param in _PARAMS[name] or ["unknown_field"]:
-        await _call_once(
-            fuzz_client, name, {param: deep, "unknown_field": 1} if name in _ENDS_KERNEL else {param: deep}
-        )
-    assert "In [" in await call(fuzz_client, "run_python", freeform="1")  # still answering

@@ -110,3 +110,28 @@ def test_a_handler_registered_for_the_wrong_place_is_refused() -> None:
         DeclarationError, match=r"list_python_kernels has no kernel parameter; .* on_workspace"
     ):
         handlers.on_kernel(LIST_PYTHON_KERNELS)(_interrupt)  # type: ignore[arg-type]
+
+
+def test_a_value_nested_deeper_than_the_recursion_limit_is_refused_not_crashed() -> None:
+    import sys
+
+    from warmkernel.errors import CALLER_MISTAKES, WarmkernelError
+    from warmkernel.tools.catalog import TOOLS_BY_NAME
+
+    deep: object = 0
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    with pytest.raises(WarmkernelError) as caught:
+        TOOLS_BY_NAME["read_python_output"].parse({"execution": deep})
+    assert caught.value.code in CALLER_MISTAKES
+    assert "nested too deep" in caught.value.message
+
+
+def test_a_lone_surrogate_in_any_text_is_refused_naming_the_parameter() -> None:
+    from warmkernel.errors import WarmkernelError
+    from warmkernel.tools.catalog import TOOLS_BY_NAME
+
+    with pytest.raises(WarmkernelError) as caught:
+        TOOLS_BY_NAME["run_python"].parse({"freeform": "x = '\ud800'"})
+    assert caught.value.code == "invalid_arguments"
+    assert caught.value.message.startswith("freeform holds a lone surrogate (U+D800) at character 5")

@@ -60,6 +60,8 @@ def _json(value: Any) -> str:
         shown = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         shown = repr(value)
+    except RecursionError:
+        shown = "(a value nested too deep to show)"
     return shown if len(shown) <= 80 else f"{shown[:80]}…"
 
 
@@ -487,9 +489,32 @@ class Tool(Generic[A]):
         values: dict[str, Any] = {}
         for param in self.params:
             if param.name in arguments:
-                values[param.name] = param.check(arguments[param.name])
+                values[param.name] = param.check(_text_encodable(param.name, arguments[param.name]))
             elif param.required:
                 raise WarmkernelError("invalid_arguments", f"{self.name} needs the parameter {param.name}")
             else:
                 values[param.name] = param.default
         return self.args(**values)
+
+
+def _text_encodable(name: str, value: Any) -> Any:
+    """`value` if every string in it can be written as UTF-8 (kernels, files and the wire need it);
+    `invalid_arguments` naming `name` for a lone surrogate. Iterative: deep JSON cannot overflow."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise WarmkernelError(
+                    "invalid_arguments",
+                    f"{name} holds a lone surrogate (U+{ord(item[exc.start]):04X}) at character {exc.start}; "
+                    "text must be valid Unicode",
+                ) from None
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+    return value

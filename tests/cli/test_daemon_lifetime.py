@@ -379,6 +379,19 @@ def test_an_idle_daemon_stops_by_itself(cli: Cli) -> None:
     assert cli("sessions").stdout.strip() == "No live daemons."
 
 
+def test_a_daemon_that_ran_no_cell_stops_soon_after_its_last_client_and_one_that_ran_a_cell_stays(
+    cli: Cli,
+) -> None:
+    started = cli("start", "--idle-stop-unused", "1", "--json")
+    assert started.returncode == 0, started.stderr
+    assert _gone(json.loads(started.stdout)["pid"])  # a host that only listed its servers, say
+    (cli.workspace / "warmkernel.toml").write_text("idle_stop_unused = 1\n")  # for the daemon `run` starts
+    ran = cli("run", "40 + 2")
+    assert ran.returncode == 0 and "Out[1]: 42" in ran.stdout, ran.stderr
+    (daemon,) = json.loads(cli("sessions", "--json").stdout)
+    assert not _gone(daemon["pid"], timeout_s=3)  # past its unused stop: it ran a cell, so 12 h hold
+
+
 def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(cli: Cli) -> None:
     (cli.workspace / "pyproject.toml").write_text('[tool.warmkernel]\nidle_stop = 3600\nstate_dir = "kept"\n')
     environment = {name: value for name, value in cli.env.items() if name != "WARMKERNEL_STATE_DIR"}

@@ -162,6 +162,7 @@ def daemon(args: argparse.Namespace) -> int:
     settings = _settings(args)
     options = DaemonOptions(
         idle_stop_s=args.idle_stop,
+        idle_stop_unused_s=args.idle_stop_unused,
         state_dir=state_dir_of(args),
         ready_fd=args.ready_fd,
         jupyter=args.jupyter_server,

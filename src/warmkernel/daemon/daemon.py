@@ -61,6 +61,8 @@ class DaemonOptions:
     """How the daemon process runs, beside the kernel's `Settings`."""
 
     idle_stop_s: float
+    idle_stop_unused_s: float
+    """The idle stop of a daemon that has run no cell yet (0: `idle_stop_s` throughout)."""
     """Stop after this long with no client and no running cell; 0: never (`--idle-stop`)."""
     state_dir: Path | None = None
     """Where the journal is kept; None: the per-user default (`journal.state_dir`)."""
@@ -151,17 +153,29 @@ async def _serve(
                 daemon.tg = tg
                 tg.start_soon(face.listen, listener)
                 clock.release()
-                await _until_idle(clock, options.idle_stop_s)
+                await _until_idle(clock, kernels, options)
                 tg.cancel_scope.cancel()
         finally:
             remove_descriptor(daemon.descriptor_path)
 
 
-async def _until_idle(clock: IdleClock, idle_stop_s: float) -> None:
-    """Return once there has been no client and no running cell for `idle_stop_s` (0: never)."""
-    if idle_stop_s <= 0:
+async def _until_idle(clock: IdleClock, kernels: Kernels, options: DaemonOptions) -> None:
+    """Return once there has been no client and no running cell for the idle stop (0: never): the
+    shorter `idle_stop_unused_s` while no cell has run, so a host that only lists its servers
+    leaves no kernel running for long."""
+    if options.idle_stop_s <= 0:
         await anyio.sleep_forever()
-    await clock.idle_for(idle_stop_s)
+
+    def limit() -> float:
+        unused = options.idle_stop_unused_s
+        ran = kernels.ran_cells()
+        return options.idle_stop_s if ran or unused <= 0 else min(unused, options.idle_stop_s)
+
+    while True:
+        waited = limit()
+        await clock.idle_for(waited)
+        if limit() <= waited:  # no cell ran meanwhile to lengthen it
+            return
 
 
 @dataclass

@@ -141,6 +141,10 @@ class Kernels:
         """A cell running in any kernel, else None."""
         return next((s.running for s in self._sessions.values() if s.running is not None), None)
 
+    def ran_cells(self) -> bool:
+        """Whether any kernel ran a cell in this process (records an earlier one journaled aside)."""
+        return any(session.ran_cells for session in self._sessions.values())
+
     async def session(self, name: str | None, *, start: bool = True) -> Session:
         """The kernel `name` (None: `main`), started if it is new or stopped and `start`.
 

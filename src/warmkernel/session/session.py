@@ -371,6 +371,11 @@ class Session:
         """Every record, oldest first."""
         return self._book.records
 
+    @property
+    def ran_cells(self) -> bool:
+        """Whether this kernel ran a cell in this process (journaled records of earlier ones aside)."""
+        return len(self._book) > len(self._book.restored)
+
     async def submit(
         self,
         submission: Submission,

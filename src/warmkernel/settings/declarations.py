@@ -324,6 +324,15 @@ CATALOG = (
         help="a daemon started here stops after this long with no client and no running cell; `0`: never",
     ),
     Setting(
+        flag="--idle-stop-unused",
+        dest="idle_stop_unused",
+        default=600.0,
+        scope="daemon",
+        kind=DURATION,
+        help="a daemon started here that has run no cell (a host that only lists its servers, say) stops "
+        "after this long with no client; `0`: as --idle-stop",
+    ),
+    Setting(
         flag="--state-dir",
         dest="state_dir",
         default=None,

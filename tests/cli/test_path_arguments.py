@@ -12,8 +12,9 @@ def test_a_word_that_is_not_utf8_or_a_part_past_name_max_is_refused_naming_the_p
     for verb in (("nb", "status", "\udcff.ipynb"), ("export", "-o", "\udcff.md")):
         refused = cli(*verb, timeout=30)
         assert refused.returncode == 2, refused.stderr
-        assert refused.stderr.startswith("warmkernel: invalid_arguments: path '")
-        assert "is not UTF-8 text (position " in refused.stderr
+        assert refused.stderr.startswith(
+            "warmkernel: invalid_arguments: path holds a lone surrogate (U+DCFF)"
+        )
     refused = cli("run", "print('\udcff')", timeout=30)
     assert refused.returncode == 2 and refused.stderr.startswith("warmkernel: invalid_arguments: freeform ")
     refused = cli("nb", "status", "n" * 300 + ".ipynb", timeout=30)

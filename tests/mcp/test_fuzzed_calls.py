@@ -3,6 +3,7 @@ caller's mistake, never `internal_error`, and the server goes on answering."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ _EDGES = st.sampled_from(
         [1, 2],
         {"a": [1, {"b": None}]},
     ]
-)
+).map(copy.deepcopy)  # a fresh list or dict each time: a call may keep what it was given
 _SCALARS = (
     st.none()
     | st.booleans()

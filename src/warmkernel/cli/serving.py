@@ -9,6 +9,7 @@ that run them: the relay is a small process, and client verbs never load them.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -108,9 +109,11 @@ def _given_token(args: argparse.Namespace) -> str | None:
     if args.token is not None and args.token_file is not None:
         raise WarmkernelError("invalid_arguments", "give --token or --token-file, not both")
     if args.token_file is not None:
-        token, origin = _read_token_file(args.token_file), f"--token-file {args.token_file}"
+        token, origin = _read_token_file(Path(args.token_file)), f"--token-file {args.token_file}"
     elif args.token is not None:  # the flag, else the variable or a configuration file (`configured`)
         token, origin = args.token, "--token" if _typed("--token") else f"${TOKEN_VARIABLE}"
+    elif TOKEN_VARIABLE in os.environ:  # set, but to nothing the configuration takes: refused below
+        token, origin = os.environ[TOKEN_VARIABLE], f"${TOKEN_VARIABLE}"
     else:
         return None
     check_token(token, origin)

@@ -163,7 +163,7 @@ class LocalKernel(Kernel):
     def process_stopped(self) -> bool:
         try:
             return psutil.Process(self.pid).status() == psutil.STATUS_STOPPED
-        except psutil.Error:
+        except (psutil.Error, OSError):  # gone, or no descriptor left to look (a flood): not known stopped
             return False
 
     def _processes(self) -> list[psutil.Process]:

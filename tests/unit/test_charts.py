@@ -4,6 +4,7 @@ figures share while they come."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 
 import anyio
@@ -99,8 +100,15 @@ FIGURE = {"data": [{"type": "scatter", "x": [1, 2, 3], "y": [3, 1, 2]}], "layout
 
 
 def browsers() -> set[psutil.Process]:
-    """The Chromium processes this test process started (kaleido's, through `Charts`)."""
-    return {child for child in psutil.Process().children(recursive=True) if "chrom" in child.name().lower()}
+    """The Chromium browsers this test process started (kaleido's, through `Charts`): their main
+    processes, as the helper processes of a browser come and go while it draws."""
+    parents: dict[psutil.Process, int] = {}
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "chrom" in child.name().lower():
+                parents[child] = child.ppid()
+    pids = {process.pid for process in parents}
+    return {process for process, parent in parents.items() if parent not in pids}
 
 
 async def closed(processes: set[psutil.Process]) -> bool:

@@ -58,6 +58,7 @@ NAMES = {
     "--add-ipykernel": "add_ipykernel",
     "--jupyter-token": "jupyter_token",
     "--idle-stop": "idle_stop",
+    "--idle-stop-unused": "idle_stop_unused",
     "--state-dir": "state_dir",
     "--log-level": "log_level",
     "--host": "host",

@@ -24,44 +24,23 @@ import anyio
 import mcp_types as types
 import psutil
 import pytest
-from mcp import Client
 
 from tests.cli.conftest import Cli
+from tests.cli.hosts import gone, live_daemon, mcp_host
 from tests.gates import Gate
 from tests.mcp.calls import call, call_error, run, text_of
-from tests.mcp.conftest import connect, stdio_parameters
+from tests.mcp.conftest import connect
 from warmkernel import __version__
+from warmkernel.daemon.relay import PUMP
 
 pytestmark = [pytest.mark.timeout(120)]
 
 
-def _host(cli: Cli, *args: str, name: str = "test-host", **kwargs: Any) -> Client:
-    """An MCP host's connection: `warmkernel mcp` over stdio, in the CLI's workspace."""
-    info = types.Implementation(name=name, version="1")
-    return Client(stdio_parameters(cli.workspace, *args, env=cli.env), client_info=info, **kwargs)
-
-
-def _daemon(cli: Cli) -> dict[str, Any]:
-    (daemon,) = json.loads(cli("sessions", "--json").stdout)
-    return daemon
-
-
-def _gone(pid: int, timeout_s: float = 20.0) -> bool:
-    """Whether the process ends within the timeout (a zombie counts as ended)."""
-    try:
-        psutil.Process(pid).wait(timeout_s)
-    except psutil.NoSuchProcess:
-        pass
-    except psutil.TimeoutExpired:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    return True
-
-
 def test_a_new_host_finds_the_namespace_and_is_told_what_is_there(cli: Cli) -> None:
     async def two_conversations() -> str:
-        async with _host(cli) as first:
+        async with mcp_host(cli) as first:
             await run(first, "import math\nx = 41")
-        async with _host(cli) as second:
+        async with mcp_host(cli) as second:
             _, text = await run(second, "x + 1")
             return text
 
@@ -69,14 +48,14 @@ def test_a_new_host_finds_the_namespace_and_is_told_what_is_there(cli: Cli) -> N
     assert text.splitlines()[-1] == "Out[2]: 42"
     assert "you joined a live kernel" in text and "1 execution in its namespace" in text
     assert "x (int)" in text and "math" not in text.split("variables:")[1]
-    assert _daemon(cli)["clients"] == 0  # both hosts are gone; the daemon stays
+    assert live_daemon(cli)["clients"] == 0  # both hosts are gone; the daemon stays
 
 
 def test_a_new_host_whose_first_cell_is_refused_is_told_with_its_next_reply(cli: Cli) -> None:
     cli("run", "x = 41")
 
     async def join() -> tuple[str, str]:
-        async with _host(cli) as host:
+        async with mcp_host(cli) as host:
             refused = await host.call_tool("run_python", {"freeform": "# warmkernel: --wait -1\nx"})
             assert refused.is_error
             return text_of(refused), (await run(host, "x + 1"))[1]
@@ -93,7 +72,7 @@ def test_a_new_host_counts_only_the_cells_of_the_kernel_it_joins(cli: Cli) -> No
     cli("run", "c = 3")
 
     async def join() -> str:
-        async with _host(cli) as host:
+        async with mcp_host(cli) as host:
             return (await run(host, "c"))[1]
 
     text = anyio.run(join)
@@ -121,13 +100,13 @@ def test_a_host_that_ends_its_relay_leaves_the_daemon_and_kernel(cli: Cli, how: 
         relay.stdin.flush()
     answers = [json.loads(relay.stdout.readline()) for _ in range(2)]
     assert answers[1]["result"]["content"][0]["text"].startswith("In [1]")
-    assert psutil.Process(relay.pid).cmdline()[-1] == "--wait"  # the daemon serves the host's pipes
+    assert str(PUMP) in psutil.Process(relay.pid).cmdline()  # the relay became its pump
     if how == "sigterm":
         relay.send_signal(signal.SIGTERM)
     else:
         os.killpg(relay.pid, signal.SIGKILL)
     relay.wait(30)
-    assert relay.stdout.read() == b""  # the daemon let go of the host's stdout with the relay
+    assert relay.stdout.read() == b""  # nothing else holds the host's stdout
     relay.stdin.close()
     relay.stdout.close()
     assert cli("run", "kept").stdout.splitlines()[-1] == "Out[2]: 'yes'"
@@ -137,7 +116,7 @@ def test_messages_larger_than_a_pipe_pass_both_ways_through_the_hosts_pipes(cli:
     """The daemon reads and writes the host's pipes itself: a 1 MB cell in, a 300,000-character reply out."""
 
     async def conversation() -> str:
-        async with _host(cli, "--inline-chars", "400000") as host:
+        async with mcp_host(cli, "--inline-chars", "400000") as host:
             _, text = await run(host, f"s = {'x' * 1_000_000!r}\nprint(len(s))\nprint('y' * 300_000)")
             return text
 
@@ -147,7 +126,7 @@ def test_messages_larger_than_a_pipe_pass_both_ways_through_the_hosts_pipes(cli:
 
 
 def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_path: Path) -> None:
-    """Stdio that the daemon cannot wait on (here a file) stays with the relay, which copies bytes."""
+    """Stdio that no event loop can wait on (here a file) is copied as a host's pipes are."""
     replies = tmp_path / "replies.jsonl"
     with (
         replies.open("wb") as stdout,
@@ -173,7 +152,7 @@ def test_a_relay_whose_stdout_is_a_file_copies_the_conversation(cli: Cli, tmp_pa
             assert relay.poll() is None, "the relay ended before it answered"
             assert time.monotonic() < deadline, "the relay never answered"
             time.sleep(0.05)
-        assert psutil.Process(relay.pid).cmdline()[-1] == "--pump"
+        assert str(PUMP) in psutil.Process(relay.pid).cmdline()
         relay.stdin.close()  # the relay ends with its host's stdin
     answers = [json.loads(line) for line in replies.read_bytes().splitlines()]
     assert answers[1]["result"]["content"][0]["text"].splitlines()[-1] == "Out[1]: 42"
@@ -232,10 +211,10 @@ def test_a_daemon_killed_mid_cell_leaves_its_records_and_numbering(cli: Cli, gat
     cell = f"import time\nprint('early', flush=True)\ntime.sleep(2.5)\nprint('late', flush=True)\n{gate.wait}"
     running = cli("run", cell, "--timeout", "3")
     assert running.returncode == 3 and "late" in running.stdout, running.stdout
-    daemon = _daemon(cli)
+    daemon = live_daemon(cli)
     os.kill(daemon["pid"], signal.SIGKILL)
-    assert _gone(daemon["pid"])
-    assert _gone(daemon["kernel"]["pid"]), "the kernel of a killed daemon does not outlive it"
+    assert gone(daemon["pid"])
+    assert gone(daemon["kernel"]["pid"]), "the kernel of a killed daemon does not outlive it"
     restarted = cli("run", "'after'")
     assert restarted.returncode == 0, restarted.stderr
     assert "warmkernel restarted; executions 1-2 are kept" in restarted.stdout
@@ -263,9 +242,9 @@ def test_a_stuck_daemon_is_named_with_the_way_to_end_it_and_stop_all_stops_the_o
     assert stopping.returncode == 1
     assert f"(pid {stuck['pid']}) did not stop within 15 s" in stopping.stderr
     assert f"`kill -KILL {stuck['pid']}` ends it and its kernels" in stopping.stderr
-    assert f"stopped {healthy['id']}" in stopping.stdout and _gone(healthy["pid"])
+    assert f"stopped {healthy['id']}" in stopping.stdout and gone(healthy["pid"])
     os.kill(stuck["pid"], signal.SIGKILL)
-    assert _gone(stuck["pid"]) and _gone(stuck["kernel"]["pid"])
+    assert gone(stuck["pid"]) and gone(stuck["kernel"]["pid"])
 
 
 def test_ten_concurrent_first_calls_start_one_daemon(cli: Cli) -> None:
@@ -294,7 +273,7 @@ def test_a_host_refused_for_its_kernel_options_is_told_why_in_its_initialize(cli
 
     async def connect() -> str:
         try:
-            async with _host(cli, "--max-kernels", "2"):
+            async with mcp_host(cli, "--max-kernels", "2"):
                 return "connected"
         except BaseException as exc:  # the SDK's task groups wrap the MCPError of its initialize
             return "".join(traceback.format_exception(exc))
@@ -306,7 +285,7 @@ def test_a_host_refused_for_its_kernel_options_is_told_why_in_its_initialize(cli
 
 def test_busy_names_the_client_whose_cell_runs(cli: Cli, gate: Gate) -> None:
     async def host_then_cli() -> subprocess.CompletedProcess[str]:
-        async with _host(cli, name="host-a") as host:
+        async with mcp_host(cli, name="host-a") as host:
             await run(host, f"# warmkernel: --wait 0.2\n{gate.wait}")
             refused = await anyio.to_thread.run_sync(lambda: cli("run", "1"))
             await call(host, "interrupt_python")
@@ -343,8 +322,8 @@ def test_progress_reaches_only_the_client_that_waits(cli: Cli, gate: Gate) -> No
             ended.set()
 
         async with (
-            _host(cli, name="waiter") as waiter,
-            _host(cli, name="other", message_handler=record) as other,
+            mcp_host(cli, name="waiter") as waiter,
+            mcp_host(cli, name="other", message_handler=record) as other,
             anyio.create_task_group() as tg,
         ):
             tg.start_soon(waits)
@@ -361,7 +340,7 @@ def test_progress_reaches_only_the_client_that_waits(cli: Cli, gate: Gate) -> No
 
 def test_ephemeral_owns_its_kernel_and_leaves_nothing(cli: Cli) -> None:
     async def ephemeral() -> str:
-        async with _host(cli, "--ephemeral") as host:
+        async with mcp_host(cli, "--ephemeral") as host:
             assert cli("sessions").stdout.strip() == "No live daemons."
             return (await run(host, "21 * 2"))[1]
 
@@ -375,7 +354,7 @@ def test_an_idle_daemon_stops_by_itself(cli: Cli) -> None:
     assert started.returncode == 0, started.stderr
     daemon = json.loads(started.stdout)
     assert daemon["started"] and daemon["idle_stop_s"] == 1
-    assert _gone(daemon["pid"])
+    assert gone(daemon["pid"])
     assert cli("sessions").stdout.strip() == "No live daemons."
 
 
@@ -384,12 +363,12 @@ def test_a_daemon_that_ran_no_cell_stops_soon_after_its_last_client_and_one_that
 ) -> None:
     started = cli("start", "--idle-stop-unused", "1", "--json")
     assert started.returncode == 0, started.stderr
-    assert _gone(json.loads(started.stdout)["pid"])  # a host that only listed its servers, say
+    assert gone(json.loads(started.stdout)["pid"])  # a host that only listed its servers, say
     (cli.workspace / "warmkernel.toml").write_text("idle_stop_unused = 1\n")  # for the daemon `run` starts
     ran = cli("run", "40 + 2")
     assert ran.returncode == 0 and "Out[1]: 42" in ran.stdout, ran.stderr
     (daemon,) = json.loads(cli("sessions", "--json").stdout)
-    assert not _gone(daemon["pid"], timeout_s=3)  # past its unused stop: it ran a cell, so 12 h hold
+    assert not gone(daemon["pid"], timeout_s=3)  # past its unused stop: it ran a cell, so 12 h hold
 
 
 def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(cli: Cli) -> None:
@@ -404,7 +383,7 @@ def test_idle_stop_and_the_state_directory_come_from_the_project_configuration(c
         timeout=90,
     )
     assert done.returncode == 0, done.stderr
-    assert _daemon(cli)["idle_stop_s"] == 3600
+    assert live_daemon(cli)["idle_stop_s"] == 3600
     assert list((cli.workspace / "kept").rglob("journal.jsonl"))
     assert cli("start", "--idle-stop", "5").returncode == 0  # a live daemon: its own lifetime stands
     (cli.workspace / "pyproject.toml").write_text("[tool.warmkernel]\nidle_stop = -1\n")
@@ -487,12 +466,12 @@ def test_serve_shares_the_daemon_with_http_clients_and_ends_without_it(cli: Cli)
                 assert code == "invalid_line_range"
 
         anyio.run(http_client)
-        assert _daemon(cli)["public_url"] == url
+        assert live_daemon(cli)["public_url"] == url
         assert cli("run", "over_http").stdout.splitlines()[-1] == "Out[2]: 'hi'"
-    assert _daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
+    assert live_daemon(cli)["public_url"] is None  # the daemon closed the endpoint and stays
     assert "public_token" not in line  # the caller gave the token
     with _serving(cli) as line:
-        token = _daemon(cli)["public_token"]
+        token = live_daemon(cli)["public_token"]
         assert line.rstrip().endswith("its bearer token is the public_token of `warmkernel sessions --json`")
         assert token and token not in line
 
@@ -502,7 +481,7 @@ def test_serve_ends_with_its_daemon_and_says_so(cli: Cli) -> None:
     assert server.stderr is not None
     with server.stderr:
         assert "serving MCP at" in server.stderr.readline()
-        daemon = _daemon(cli)["id"]
+        daemon = live_daemon(cli)["id"]
         assert cli("stop").returncode == 0
         assert server.wait(30) == 0
         assert server.stderr.read() == f"warmkernel: daemon {daemon} stopped, and its MCP endpoint with it\n"

@@ -133,7 +133,6 @@ HELLOS = st.fixed_dictionaries(
         "serve": ENDPOINT | JSON,
         "view": ENDPOINT | JSON,
         "note": JSON,
-        "stdio": st.sampled_from(["", "fds"]) | JSON,
         "warmkernel": JSON,
     },
 ).map(lambda hello: json.dumps(hello).encode()) | st.binary(max_size=64).filter(lambda raw: b"\n" not in raw)

@@ -45,6 +45,10 @@ def _run(words: list[str]) -> int:
         handler = LOCAL_VERBS.get(args.verb) or SERVING_VERBS.get(args.verb) or run_tool_verb
         return handler(args)
     except WarmkernelError as exc:
+        if args.verb == "mcp" and not args.ephemeral:
+            from warmkernel.daemon.relay import refused
+
+            refused(exc)  # the host is answered; on a resume this process goes on as the pump
         if getattr(args, "json", False):
             print(json.dumps({"error": {"code": exc.code, "message": exc.message}}, indent=2))
         else:

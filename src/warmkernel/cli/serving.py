@@ -50,14 +50,9 @@ def mcp(args: argparse.Namespace) -> int:
         workspace = workspace_of(args)
         _run_until_signalled(own_kernel, _settings(args), workspace)
         return EXIT_OK
-    from warmkernel.daemon.relay import refuse_host, relay
+    from warmkernel.daemon.relay import relay
 
-    try:
-        descriptor, _ = workspace_daemon(args)
-    except WarmkernelError as exc:
-        refuse_host(exc)
-        raise
-    relay(descriptor, reply_options(args))  # becomes the byte pump: never returns
+    relay(lambda: workspace_daemon(args)[0], reply_options(args))  # becomes the pump: never returns
 
 
 def serve(args: argparse.Namespace) -> int:

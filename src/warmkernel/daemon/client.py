@@ -54,7 +54,7 @@ def open_socket(descriptor: Descriptor, client: str, **fields: Any) -> tuple[soc
         sock.connect(descriptor.socket)
         with contextlib.suppress(BrokenPipeError):  # refused at once (the socket's cap): its answer waits
             sock.sendall(json.dumps(hello).encode() + b"\n")
-        answer = json.loads(_read_line(sock) or b"null")
+        answer = json.loads(read_line(sock) or b"null")
     except (OSError, ValueError) as exc:
         sock.close()
         raise WarmkernelError(
@@ -83,7 +83,7 @@ def version_note(descriptor: Descriptor) -> str:
     )
 
 
-def _read_line(sock: socket.socket) -> bytes:
+def read_line(sock: socket.socket) -> bytes:
     """One line, byte by byte: nothing after it may be taken from the socket (a relay copies it on)."""
     line = bytearray()
     while not line.endswith(b"\n"):

@@ -95,8 +95,6 @@ class Hello:
     view: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     """What the client has to be told about itself in its replies, e.g. that its version differs."""
-    stdio: str = ""
-    """"fds": a relay that passes its stdin and stdout, to be served on them."""
 
     @classmethod
     def parse(cls, line: bytes) -> Hello:
@@ -114,7 +112,6 @@ class Hello:
             _table(hello, "serve", SERVE_FIELDS),
             _table(hello, "view", VIEW_FIELDS),
             _field(hello, "note", TEXT.or_null()) or "",
-            _field(hello, "stdio", TEXT.or_null()) or "",
         )
 
 

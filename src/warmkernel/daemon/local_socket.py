@@ -3,14 +3,10 @@
 A connection opens with a hello, one line of JSON (with the client's version, and in `note` what
 its replies should tell it, e.g. that the versions differ), which the daemon answers with one line:
   {"warmkernel": VERSION, "client": "relay"|"cli"|"serve"|"status"|"view", "options": {...},
-   "serve": {...}, "view": {...}, "note": TEXT, "stdio": "fds"}
+   "serve": {...}, "view": {...}, "note": TEXT}
   answered {"ok": true, "version": VERSION, ...} or {"ok": false, "error": {"code": ..., "message": ...}}
 After the hello of a relay or a CLI verb the connection carries MCP exactly as stdio does, one
-JSON-RPC message a line. A relay whose stdin and stdout are pipes or sockets (what every host
-gives it) says `"stdio": "fds"`; a daemon that answers with the same field then takes them
-(SCM_RIGHTS, one byte with the two descriptors) and speaks MCP on the host's pipes itself, so no
-process stands between host and daemon; the connection then carries nothing and only says, by
-closing, that either side is gone. A relay that cannot pass them copies bytes to the socket.
+JSON-RPC message a line (the relay copies the host's lines on: `relay_pump`).
 `options` are the client's reply options (its kernel options were checked against the daemon's
 descriptor before it connected).
 A `status` hello gets the daemon's state and the connection ends; a `serve` hello opens the
@@ -32,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +51,6 @@ log = logging.getLogger(__name__)
 HELLO_MAX_BYTES = 65_536
 MESSAGE_MAX_BYTES = 256 * 1024 * 1024
 """The longest MCP message a line may carry (a cell's source, a reply with images)."""
-PIPE_CHUNK = 65_536
 ACCEPT_PAUSES_S = (0.01, 1.0)
 """After a failed accept, the first pause; each further failure doubles it, up to the second."""
 
@@ -173,9 +167,6 @@ class SocketFace:
         try:
             if hello.client == "serve":
                 await self.serve(hello, lambda answer: _answer(stream, answer), _closed(buffered))
-            elif hello.stdio == "fds" and isinstance(stream, anyio.abc.UNIXSocketStream):
-                await _answer(stream, {"ok": True, "version": __version__, "stdio": "fds"})
-                await self._serve_host_pipes(hello, stream, buffered)
             else:
                 await _answer(stream, {"ok": True, "version": __version__})
                 await self._serve_mcp(
@@ -209,31 +200,6 @@ class SocketFace:
             "invalid_arguments",
             f"no hello within {FIRST_WORDS_S:g} s: a client says its one line of JSON as soon as it connects",
         )
-
-    async def _serve_host_pipes(
-        self, hello: Hello, stream: anyio.abc.UNIXSocketStream, buffered: BufferedByteReceiveStream
-    ) -> None:
-        """MCP on the host's stdin and stdout, which the relay passes, until the host or the relay ends."""
-        fds: list[int] = []
-        try:
-            with anyio.move_on_after(FIRST_WORDS_S):  # the relay sends them at once
-                _, fds = await stream.receive_fds(1, 2)
-        except (anyio.EndOfStream, anyio.BrokenResourceError):
-            return
-        if len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            return
-        with HostPipes(*fds) as pipes:
-            async with anyio.create_task_group() as tg:
-
-                async def relay_gone() -> None:
-                    await _closed(buffered)
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(relay_gone)
-                await self._serve_mcp(hello, pipes.receive_line, pipes.send)
-                tg.cancel_scope.cancel()
 
     async def _serve_mcp(
         self,
@@ -287,65 +253,6 @@ class _Outgoing(anyio.abc.ObjectSendStream[SessionMessage]):
 
     async def aclose(self) -> None:
         pass
-
-
-class HostPipes:
-    """A host's stdin and stdout, passed by its relay: MCP lines read and written without a copy
-    in between. Non-blocking, so a host that reads slowly never holds the daemon's loop."""
-
-    def __init__(self, stdin: int, stdout: int) -> None:
-        self._stdin = stdin
-        self._stdout = stdout
-        self._buffer = bytearray()
-        for fd in (stdin, stdout):
-            os.set_inheritable(fd, False)  # a kernel started later must not hold the host's pipes
-            os.set_blocking(fd, False)
-
-    def __enter__(self) -> HostPipes:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        for fd in (self._stdin, self._stdout):
-            with contextlib.suppress(OSError):  # as they came: others hold the same pipe end
-                os.set_blocking(fd, True)
-            os.close(fd)
-
-    async def receive_line(self) -> bytes:
-        """The next line without its newline; EndOfStream once the host has closed stdin."""
-        end = self._buffer.find(b"\n")
-        while end < 0:
-            if len(self._buffer) > MESSAGE_MAX_BYTES:
-                raise anyio.DelimiterNotFound(MESSAGE_MAX_BYTES)
-            chunk = await self._read()
-            if (in_chunk := chunk.find(b"\n")) >= 0:  # only the new bytes are searched
-                end = len(self._buffer) + in_chunk
-            self._buffer += chunk
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        return line
-
-    async def _read(self) -> bytes:
-        while True:
-            await anyio.wait_readable(self._stdin)
-            try:
-                chunk = os.read(self._stdin, PIPE_CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            if not chunk:
-                raise anyio.EndOfStream
-            return chunk
-
-    async def send(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self._stdout, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self._stdout)
-            except OSError as exc:  # the host closed its end
-                raise anyio.BrokenResourceError from exc
 
 
 async def _closed(buffered: BufferedByteReceiveStream) -> None:

@@ -30,7 +30,6 @@ import re
 import selectors
 import socket
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, NoReturn
 
@@ -62,6 +61,8 @@ class Resume:
 
     def handed_on(self) -> int:
         """An inheritable descriptor of an unlinked file that holds it, for the next process."""
+        import tempfile  # here: a pump that never hands on never loads it
+
         fd, path = tempfile.mkstemp(prefix="warmkernel-relay-")
         os.unlink(path)
         _write_all(fd, json.dumps(asdict(self)).encode())

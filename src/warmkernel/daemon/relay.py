@@ -37,9 +37,9 @@ _HANDSHAKE_S = 30.0
 def relay(find_daemon: Callable[[], Descriptor], options: Mapping[str, Any]) -> NoReturn:
     """Connect to the workspace's daemon (`find_daemon` starts one if need be) and become the
     pump (never returns). A failure raises, for `refused`."""
+    resume = _resumed()  # first: a daemon started below must not inherit it
     descriptor = find_daemon()
     sock, _ = open_socket(descriptor, "relay", options=dict(options))
-    resume = _resumed()
     if resume is None:
         resume = Resume(structured=options.get("result_mode") == "structured")
     else:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.tmpfs import fill, grow, needs_root, small_tmpfs
+from warmkernel.errors import WarmkernelError
 from warmkernel.execution.displays import DisplayLog
 from warmkernel.execution.images import Image
 from warmkernel.execution.output_log import OutputLog
@@ -105,3 +106,19 @@ def test_a_journal_on_a_full_disk_refuses_a_start_and_writes_the_rest_once_there
             (1, ExecutionState.INTERRUPTED),
             (2, ExecutionState.DIED),
         ]
+
+
+def test_a_journal_that_cannot_be_made_on_a_full_disk_is_journal_unavailable_and_leaves_nothing_broken(
+    disk: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    filler = fill(disk)
+    with pytest.raises(WarmkernelError) as refused:
+        Journal.open(workspace, disk)
+    assert refused.value.code == "journal_unavailable"
+    assert "the disk is full (No space left on device)" in refused.value.message
+    assert "WARMKERNEL_STATE_DIR" in refused.value.message
+    filler.unlink()
+    with Journal.open(workspace, disk) as journal:  # no half-written file stands in the way
+        assert journal.load() == []

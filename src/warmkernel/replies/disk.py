@@ -51,3 +51,12 @@ def journal_unavailable(kernel: str, directory: Path, error: OSError) -> Warmker
         "not run and got no number. The kernel, its namespace and the records stay readable "
         f"({call('read_python_output')}); free space there and run the cell again.",
     )
+
+
+def journal_cannot_open(directory: Path, error: OSError) -> WarmkernelError:
+    """`journal_unavailable` at a daemon's start: without a journal no cell could be numbered."""
+    return WarmkernelError(
+        "journal_unavailable",
+        f"cannot open the journal in {directory}: {disk_trouble(error)}. Free space there, or give "
+        "the journals another directory (--state-dir, or WARMKERNEL_STATE_DIR).",
+    )

@@ -51,7 +51,7 @@ from warmkernel.errors import WarmkernelError
 from warmkernel.execution.directive import Directives
 from warmkernel.execution.output_log import LogManifest, OutputLog
 from warmkernel.execution.record import ExecutionRecord
-from warmkernel.replies.disk import output_not_journaled
+from warmkernel.replies.disk import journal_cannot_open, output_not_journaled
 from warmkernel.session.output_budget import spill_prefix
 from warmkernel.types import MAIN_KERNEL, ExecutionNumber, ExecutionState, Generation
 
@@ -146,11 +146,17 @@ class Journal:
     def open(cls, workspace: Path, state_dir: Path | None = None) -> Journal:
         """Take the workspace's journal for this process; `daemon_error` while another process holds it."""
         workspace = workspace.resolve()
-        directory = _private_dir(workspace_dir(workspace, state_dir))
-        lock = _lock(directory, workspace)
+        directory = workspace_dir(workspace, state_dir)
+        try:
+            lock = _lock(_private_dir(directory), workspace)
+        except OSError as exc:  # a full disk, say: refused with words, not a traceback
+            raise journal_cannot_open(directory, exc) from exc
         try:
             _claim(directory, workspace)
             return cls(workspace, directory, lock, _open_events(directory))
+        except OSError as exc:
+            os.close(lock)
+            raise journal_cannot_open(directory, exc) from exc
         except BaseException:
             os.close(lock)
             raise
@@ -438,8 +444,12 @@ def _claim(directory: Path, workspace: Path) -> None:
         named = json.loads(path.read_text(encoding="utf-8"))["workspace"]
     except FileNotFoundError:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump({"workspace": str(workspace)}, file)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump({"workspace": str(workspace)}, file)
+        except OSError:
+            path.unlink()  # an empty claim would be unreadable at the next start, with room or not
+            raise
         return
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise WarmkernelError("daemon_error", f"{path} cannot be read: {exc!r}") from exc

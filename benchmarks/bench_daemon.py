@@ -238,8 +238,8 @@ async def noop_calls(workspace: Path, counts: Counts) -> list[Row]:
 
 def our_server(ephemeral: bool) -> psutil.Process:
     """The `warmkernel mcp` process this benchmark launched (the SDK runs the command itself, so
-    it is our child): the `--ephemeral` server, or the relay, which execs `relay_pump.py` once it
-    has handed its stdio to the daemon."""
+    it is our child): the `--ephemeral` server, or the relay, which execs `relay_pump.py` once the
+    daemon has answered its hello."""
     for child in psutil.Process().children():
         argv = child.cmdline()
         if ("--ephemeral" in argv) if ephemeral else (str(PUMP) in argv):

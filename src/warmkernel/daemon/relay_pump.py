@@ -72,8 +72,11 @@ class Resume:
 
     @classmethod
     def taken(cls, fd: int) -> Resume:
+        """What `handed_on` saved, also by another version (an upgrade between the two): a field
+        this one does not know is left out, one it lacks keeps its default."""
         with open(fd, "rb") as saved:
-            return cls(**json.loads(saved.read()))
+            kept = json.loads(saved.read())
+        return cls(**{name: kept[name] for name in cls.__dataclass_fields__ if name in kept})
 
 
 @dataclass

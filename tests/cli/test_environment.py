@@ -46,6 +46,12 @@ def with_uv(cli: Cli) -> Cli:
     return Cli(cli.workspace, cli.root, env)
 
 
+def without_uv(cli: Cli) -> Cli:
+    """The same CLI with no `uv` on the daemon's PATH (an activated dev environment has one)."""
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if d and not (Path(d) / "uv").exists()]
+    return Cli(cli.workspace, cli.root, {"PATH": os.pathsep.join(path)})
+
+
 def test_the_kernel_runs_in_the_dot_venv_of_a_parent_and_says_so(cli: Cli) -> None:
     repo = cli.workspace
     (repo / ".git").mkdir()
@@ -76,7 +82,7 @@ def test_the_kernel_runs_in_the_dot_venv_of_a_parent_and_says_so(cli: Cli) -> No
 
 def test_an_environment_without_ipykernel_is_named_with_the_command_that_adds_it(cli: Cli) -> None:
     python = make_venv(cli.workspace / ".venv", ipykernel=False)
-    done = cli("run", "1")
+    done = without_uv(cli)("run", "1")
     assert done.returncode == 1
     message = done.stderr.strip()
     assert message.startswith(

@@ -43,7 +43,7 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     assert UV is not None
     root = tmp_path_factory.mktemp("install")
-    outside = {name: value for name, value in os.environ.items() if name not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    outside = {n: v for n, v in os.environ.items() if n not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env = {  # the runner's active environment must not be the one `--python auto` finds
         **outside,
         "UV_TOOL_DIR": str(root / "tools"),
